@@ -1,0 +1,205 @@
+import { Kafka, logLevel, CompressionTypes, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry } from 'kafkajs';
+import type { Logger } from '@shopstream/telemetry';
+import { histogram } from '@shopstream/telemetry';
+import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
+import { createMicroBatcher } from './microBatcher.js';
+
+export interface KafkaBusOptions {
+  brokers: string[];
+  clientId: string;
+  replicationFactor: number;
+  logger: Logger;
+  /** How long publish may wait for the broker before it gives up with BusUnavailableError. */
+  publishTimeoutMs?: number;
+  /** How long concurrent publishes are gathered into one send. */
+  lingerMs?: number;
+}
+
+const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
+
+function toHeaders(h: IHeaders | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h ?? {})) {
+    if (v === undefined) continue;
+    out[k] = Array.isArray(v) ? String(v[0]) : String(v);
+  }
+  return out;
+}
+
+function kafkaLogger(logger: Logger) {
+  return () =>
+    ({ level, log }: LogEntry) => {
+      const { message, ...extra } = log;
+      const fn = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN ? 'warn' : 'debug';
+      logger[fn]({ kafka: extra }, message);
+    };
+}
+
+/** The Bus port on Kafka. kafkajs stays behind this file: another client would replace this file only. */
+export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
+  const log = opts.logger.child({ component: 'kafka' });
+  const publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+  const kafka = new Kafka({
+    clientId: opts.clientId,
+    brokers: opts.brokers,
+    logLevel: logLevel.WARN,
+    logCreator: kafkaLogger(log),
+    connectionTimeout: 3_000,
+    requestTimeout: publishTimeoutMs,
+    retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 },
+  });
+  const admin: Admin = kafka.admin();
+  await admin.connect();
+  const producer: Producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+  });
+  let producerConnected: Promise<void> | null = null;
+  const connectProducer = () => (producerConnected ??= producer.connect().catch((e) => {
+    producerConnected = null;
+    throw e;
+  }));
+
+  const withTimeout = <T>(p: Promise<T>, what: string): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const t = setTimeout(() => reject(new BusUnavailableError(`${what} timed out after ${publishTimeoutMs} ms`)), publishTimeoutMs);
+      p.then(
+        (v) => (clearTimeout(t), resolve(v)),
+        (e) => (clearTimeout(t), reject(e)),
+      );
+    });
+
+  // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[] }>({
+    lingerMs: opts.lingerMs ?? 2,
+    maxItems: 5_000,
+    weight: (item) => item.records.length,
+    async flush(items) {
+      const byTopic = new Map<string, OutgoingRecord[]>();
+      for (const { topic, records } of items) {
+        const list = byTopic.get(topic) ?? [];
+        for (const r of records) list.push(r);
+        byTopic.set(topic, list);
+      }
+      const end = sendSeconds.startTimer();
+      try {
+        await withTimeout(connectProducer(), 'connecting to Kafka');
+        await withTimeout(
+          producer.sendBatch({
+            acks: -1,
+            compression: CompressionTypes.None,
+            topicMessages: [...byTopic].map(([topic, records]) => ({
+              topic,
+              messages: records.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+            })),
+          }),
+          'Kafka send',
+        );
+        end({ outcome: 'ok' });
+      } catch (e) {
+        end({ outcome: 'error' });
+        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
+      }
+    },
+  });
+
+  const consumers = new Set<Consumer>();
+
+  return {
+    kind: 'kafka',
+    features: { consumerGroupsSharePartitions: true },
+
+    async ensureTopics(specs: TopicSpec[]) {
+      const existing = new Set(await admin.listTopics());
+      const missing = specs.filter((s) => !existing.has(s.topic));
+      if (missing.length === 0) return;
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: missing.map((s) => ({ topic: s.topic, numPartitions: s.partitions, replicationFactor: opts.replicationFactor })),
+      });
+    },
+
+    async publish(topic, records) {
+      if (records.length === 0) return;
+      await batcher.add({ topic, records });
+    },
+
+    async consume(o: ConsumeOptions): Promise<Subscription> {
+      const consumer = kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100, retry: { retries: 10 } });
+      consumers.add(consumer);
+      let running = true;
+      await consumer.connect();
+      for (const topic of o.topics) await consumer.subscribe({ topic, fromBeginning: o.fromBeginning ?? true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        partitionsConsumedConcurrently: 1,
+        eachBatch: async ({ batch, heartbeat, isRunning, isStale }) => {
+          if (batch.messages.length === 0 || !isRunning() || isStale()) return;
+          const records: BusRecord[] = batch.messages.map((m) => ({
+            topic: batch.topic,
+            partition: batch.partition,
+            offset: m.offset,
+            key: m.key ? m.key.toString() : null,
+            value: m.value ?? Buffer.alloc(0),
+            headers: toHeaders(m.headers),
+            timestamp: Number(m.timestamp),
+          }));
+          try {
+            await o.handleBatch({ topic: batch.topic, partition: batch.partition, records }, { heartbeat, isRunning: () => running && isRunning() });
+          } catch (e) {
+            log.warn({ err: e, topic: batch.topic, partition: batch.partition, groupId: o.groupId }, 'batch handler failed; the batch will be delivered again');
+            // Back to the last committed position, so nothing after a failed record is taken as done.
+            consumer.seek({ topic: batch.topic, partition: batch.partition, offset: batch.messages[0].offset });
+            await new Promise((r) => setTimeout(r, 500));
+            return;
+          }
+          const last = records[records.length - 1];
+          const next = (BigInt(last.offset) + 1n).toString();
+          await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: next }]);
+          await heartbeat();
+        },
+      });
+      return {
+        async stop() {
+          running = false;
+          consumers.delete(consumer);
+          await consumer.disconnect();
+        },
+      };
+    },
+
+    async lag(groupId, topicNames) {
+      const out: { topic: string; partition: number; lag: number }[] = [];
+      const committed = await admin.fetchOffsets({ groupId, topics: topicNames });
+      for (const t of committed) {
+        const ends = await admin.fetchTopicOffsets(t.topic);
+        for (const p of t.partitions) {
+          const end = ends.find((e) => e.partition === p.partition);
+          if (!end) continue;
+          const pos = Number(p.offset) < 0 ? Number(end.low) : Number(p.offset);
+          out.push({ topic: t.topic, partition: p.partition, lag: Math.max(0, Number(end.high) - pos) });
+        }
+      }
+      return out;
+    },
+
+    async ping() {
+      try {
+        await withTimeout(admin.describeCluster(), 'Kafka describeCluster');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async close() {
+      await batcher.close();
+      await Promise.all([...consumers].map((c) => c.disconnect().catch(() => {})));
+      await producer.disconnect().catch(() => {});
+      await admin.disconnect().catch(() => {});
+    },
+  };
+}

@@ -1,0 +1,77 @@
+export interface MicroBatcherOptions<T> {
+  /** How long the first item of a batch waits for company, when no flush is running. */
+  lingerMs: number;
+  /** A batch is flushed at once when it weighs this much. */
+  maxItems: number;
+  weight?: (item: T) => number;
+  flush(items: T[]): Promise<void>;
+}
+
+export interface MicroBatcher<T> {
+  /** Resolves when the batch holding item was flushed; rejects with that flush's error. */
+  add(item: T): Promise<void>;
+  /** Flushes what is pending and waits for every flush in progress. */
+  close(): Promise<void>;
+}
+
+/**
+ * Gathers concurrent callers into one flush. Flushes never overlap: while one runs, the next batch fills,
+ * so under load the batch size follows the round-trip time and idle latency stays at lingerMs.
+ */
+export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatcher<T> {
+  type Pending = { item: T; resolve: () => void; reject: (e: unknown) => void };
+  const weight = opts.weight ?? (() => 1);
+  let queue: Pending[] = [];
+  let queued = 0;
+  let timer: NodeJS.Timeout | null = null;
+  let inFlight: Promise<void> | null = null;
+
+  const schedule = () => {
+    if (inFlight || timer || queue.length === 0) return;
+    if (queued >= opts.maxItems || opts.lingerMs === 0) void run();
+    else timer = setTimeout(() => void run(), opts.lingerMs);
+  };
+
+  const run = async () => {
+    if (timer) clearTimeout(timer);
+    timer = null;
+    if (inFlight || queue.length === 0) return;
+    const batch: Pending[] = [];
+    let w = 0;
+    while (queue.length > 0 && (batch.length === 0 || w + weight(queue[0].item) <= opts.maxItems)) {
+      const p = queue.shift()!;
+      w += weight(p.item);
+      batch.push(p);
+    }
+    queued -= w;
+    inFlight = (async () => {
+      try {
+        await opts.flush(batch.map((p) => p.item));
+        for (const p of batch) p.resolve();
+      } catch (e) {
+        for (const p of batch) p.reject(e);
+      }
+    })();
+    await inFlight;
+    inFlight = null;
+    // What arrived during the flush has already waited a round trip: send it now.
+    if (queue.length > 0) void run();
+  };
+
+  return {
+    add(item) {
+      return new Promise<void>((resolve, reject) => {
+        queue.push({ item, resolve, reject });
+        queued += weight(item);
+        if (queued >= opts.maxItems && !inFlight) void run();
+        else schedule();
+      });
+    },
+    async close() {
+      while (queue.length > 0 || inFlight) {
+        if (inFlight) await inFlight;
+        else await run();
+      }
+    },
+  };
+}

@@ -1,0 +1,86 @@
+/** A record to publish. Records with the same key land in the same partition, in publish order. */
+export interface OutgoingRecord {
+  key: string;
+  value: string | Buffer;
+  headers?: Record<string, string>;
+}
+
+export interface BusRecord {
+  topic: string;
+  partition: number;
+  /** Decimal string: Kafka offsets are 64-bit. */
+  offset: string;
+  key: string | null;
+  value: Buffer;
+  headers: Record<string, string>;
+  /** When the log took the record, ms since the epoch. */
+  timestamp: number;
+}
+
+/** Records of one partition, in log order. */
+export interface Batch {
+  topic: string;
+  partition: number;
+  records: BusRecord[];
+}
+
+export interface BatchContext {
+  /** Keep the group membership alive during a long batch. */
+  heartbeat(): Promise<void>;
+  /** False once stop() was called: a long handler may end early by throwing nothing and returning. */
+  isRunning(): boolean;
+}
+
+export interface ConsumeOptions {
+  groupId: string;
+  topics: string[];
+  /** Where a group with no committed position starts. Default: the beginning. */
+  fromBeginning?: boolean;
+  /**
+   * Handles the batch. Its position is committed only after this resolves; when it throws, the batch
+   * is delivered again (after a short backoff), from the last committed position.
+   */
+  handleBatch(batch: Batch, ctx: BatchContext): Promise<void>;
+}
+
+export interface Subscription {
+  /** Finishes the batch in hand, commits it, leaves the group. */
+  stop(): Promise<void>;
+}
+
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+}
+
+/** What an adapter can do, so the conformance suite runs only the cases that apply. */
+export interface BusFeatures {
+  /** Members of one group split the partitions between them. */
+  consumerGroupsSharePartitions: boolean;
+}
+
+export interface Bus {
+  readonly kind: 'kafka' | 'pglog';
+  readonly features: BusFeatures;
+  /** Creates the topics that do not exist yet; existing ones are left as they are. */
+  ensureTopics(specs: TopicSpec[]): Promise<void>;
+  /**
+   * Resolves once the log durably holds every record (Kafka: acks from all in-sync replicas).
+   * Rejects with BusUnavailableError when it cannot take them; then none is reported written.
+   */
+  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  consume(opts: ConsumeOptions): Promise<Subscription>;
+  /** Per partition of the group's topics: the log end and the committed position. */
+  lag(groupId: string, topics: string[]): Promise<{ topic: string; partition: number; lag: number }[]>;
+  /** True when the log answers now. */
+  ping(): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+/** The log cannot take or serve records right now; the caller may retry later. */
+export class BusUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'BusUnavailableError';
+  }
+}

@@ -1,0 +1,138 @@
+import type { z } from 'zod';
+import { sql, type Db, type Queryable } from '@shopstream/db';
+import { dlq, headers as H } from '@shopstream/contracts';
+import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
+import type { Batch, Bus, BusRecord, Subscription } from './port.js';
+
+const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
+const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
+const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
+const lagGauge = gauge('shopstream_consumer_lag', 'Records in the log not yet committed by the group, per partition.', ['group', 'topic', 'partition']);
+
+export interface ValidRecord<T> {
+  record: BusRecord;
+  value: T;
+}
+
+export interface ProjectionOptions<T> {
+  bus: Bus;
+  db: Db;
+  logger: Logger;
+  groupId: string;
+  topic: string;
+  schema: z.ZodType<T>;
+  /** Applies the batch's valid, not yet applied records inside one transaction. */
+  apply(tx: Queryable, records: ValidRecord<T>[], batch: Batch): Promise<void>;
+  /** Runs after the transaction committed and before the position is committed (e.g. drain an outbox). */
+  afterCommit?(): Promise<void>;
+  /** How often consumer lag is read into the shopstream_consumer_lag gauge. 0 turns it off. */
+  lagIntervalMs?: number;
+}
+
+export interface Projection extends Subscription {
+  /** Records applied since start: for readiness and tests. */
+  readonly applied: number;
+}
+
+/** Why a record is not one the schema accepts, or null when it is. */
+function parseRecord<T>(schema: z.ZodType<T>, r: BusRecord): { ok: true; value: T } | { ok: false; reason: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(r.value.toString('utf8'));
+  } catch (e) {
+    return { ok: false, reason: `invalid JSON: ${(e as Error).message}` };
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const first = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || '(value)'}: ${i.message}`);
+    return { ok: false, reason: `schema: ${first.join('; ')}` };
+  }
+  return { ok: true, value: parsed.data };
+}
+
+/**
+ * Runs a projection: records that fail the schema go to `<topic>.dlq` with the reason in a header and
+ * never block the partition; the rest are applied in one Postgres transaction per batch that also moves
+ * the projection's own position in `projection_offsets` (compare-and-set), so a record delivered twice is
+ * applied once. The log's group position is committed after that transaction.
+ */
+export async function runProjection<T>(o: ProjectionOptions<T>): Promise<Projection> {
+  const log = o.logger.child({ group: o.groupId, topic: o.topic });
+  let applied = 0;
+  const sub = await o.bus.consume({
+    groupId: o.groupId,
+    topics: [o.topic],
+    fromBeginning: true,
+    handleBatch: async (batch) => {
+      const end = batchSeconds.startTimer({ group: o.groupId, topic: o.topic });
+      const valid: ValidRecord<T>[] = [];
+      const dead: { record: BusRecord; reason: string }[] = [];
+      for (const record of batch.records) {
+        const p = parseRecord(o.schema, record);
+        if (p.ok) valid.push({ record, value: p.value });
+        else dead.push({ record, reason: p.reason });
+      }
+      if (dead.length > 0) {
+        await o.bus.publish(
+          dlq(o.topic),
+          dead.map(({ record, reason }) => ({
+            key: record.key ?? '',
+            value: record.value,
+            headers: {
+              ...record.headers,
+              [H.dlqReason]: reason.slice(0, 1000),
+              [H.dlqSourceTopic]: record.topic,
+              [H.dlqSourcePartition]: String(record.partition),
+              [H.dlqSourceOffset]: record.offset,
+            },
+          })),
+        );
+        deadLetters.inc({ group: o.groupId, topic: o.topic }, dead.length);
+        handled.inc({ group: o.groupId, topic: o.topic, outcome: 'dead_letter' }, dead.length);
+        for (const d of dead) log.warn({ partition: d.record.partition, offset: d.record.offset, reason: d.reason }, 'record sent to dead-letter topic');
+      }
+      const lastOffset = BigInt(batch.records[batch.records.length - 1].offset);
+      const appliedNow = await o.db.tx(async (tx) => {
+        const rows = await tx.query(
+          sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${o.groupId} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
+        );
+        const from = rows.length > 0 ? BigInt(rows[0].next_offset) : -1n;
+        const fresh = valid.filter((v) => BigInt(v.record.offset) >= from);
+        if (fresh.length > 0) await o.apply(tx, fresh, batch);
+        await tx.query(sql`
+          INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
+          VALUES (${o.groupId}, ${batch.topic}, ${batch.partition}, ${(lastOffset + 1n).toString()}, now())
+          ON CONFLICT (group_id, topic, partition)
+          DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()`);
+        return fresh.length;
+      });
+      if (o.afterCommit) await o.afterCommit();
+      applied += appliedNow;
+      handled.inc({ group: o.groupId, topic: o.topic, outcome: 'applied' }, appliedNow);
+      handled.inc({ group: o.groupId, topic: o.topic, outcome: 'skipped_duplicate' }, valid.length - appliedNow);
+      end();
+    },
+  });
+
+  const lagEvery = o.lagIntervalMs ?? 5_000;
+  const timer =
+    lagEvery > 0
+      ? setInterval(() => {
+          o.bus
+            .lag(o.groupId, [o.topic])
+            .then((rows) => rows.forEach((r) => lagGauge.set({ group: o.groupId, topic: r.topic, partition: String(r.partition) }, r.lag)))
+            .catch((e) => log.debug({ err: e }, 'could not read consumer lag'));
+        }, lagEvery)
+      : null;
+  timer?.unref();
+
+  return {
+    get applied() {
+      return applied;
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      await sub.stop();
+    },
+  };
+}

@@ -1,0 +1,59 @@
+import { z } from 'zod';
+
+const csv = z
+  .string()
+  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+const int = (def: number) => z.coerce.number().int().positive().default(def);
+
+/**
+ * Every environment variable any service reads, with its default. Each service takes the section it
+ * needs from the parsed object; the README's configuration table is written from this schema.
+ */
+export const envSchema = z.object({
+  // Where the data lives. Both unset: embedded mode (PGlite in DATA_DIR, Postgres-log bus).
+  DATABASE_URL: z.string().url().optional(),
+  DATA_DIR: z.string().default('./.data'),
+  DB_POOL_SIZE: int(10),
+  KAFKA_BROKERS: csv.optional(),
+  KAFKA_CLIENT_ID: z.string().default('shopstream'),
+  KAFKA_PARTITIONS: int(12),
+  KAFKA_REPLICATION: int(1),
+  TOPIC_PREFIX: z.string().default(''),
+  // HTTP
+  HOST: z.string().default('0.0.0.0'),
+  PORT: z.coerce.number().int().min(0).max(65535).default(8080),
+  PUBLIC_BASE_URL: z.string().url().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  SHUTDOWN_TIMEOUT_MS: int(15_000),
+  // Auth
+  BOOTSTRAP_API_KEYS: z.string().optional(),
+  API_KEY_CACHE_TTL_MS: int(5_000),
+  // Ingest
+  INGEST_LINGER_MS: z.coerce.number().int().min(0).default(2),
+  INGEST_PUBLISH_TIMEOUT_MS: int(5_000),
+  // Export
+  CURSOR_SECRET: z.string().min(16).optional(),
+  EXPORT_RATE_LIMIT_PER_MINUTE: int(60),
+  // Consumers
+  CONSUMER_GROUP_PREFIX: z.string().default('shopstream.'),
+  FLOW_REFRESH_MS: int(2_000),
+});
+export type Env = z.infer<typeof envSchema>;
+
+export class ConfigError extends Error {}
+
+export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+    throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  return parsed.data;
+}
+
+/** Embedded unless both the broker and the database server are given. */
+export function runningMode(env: Env): 'embedded' | 'distributed' {
+  return env.KAFKA_BROKERS && env.DATABASE_URL ? 'distributed' : 'embedded';
+}
+
+export const envVarNames = Object.keys(envSchema.shape) as (keyof Env)[];

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+
+/** RFC 3339 with an explicit offset (`Z` or `+hh:mm`). */
+export const rfc3339 = z.iso.datetime({ offset: true });
+
+const MAX_PROPERTIES_BYTES = 64 * 1024;
+
+export const metricInputSchema = z
+  .strictObject({
+    metric_name: z.string().trim().min(1, 'Required, not empty.').max(255),
+    value: z.number().finite().optional(),
+    additional_properties: z
+      .record(z.string(), z.unknown())
+      .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
+        message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
+      })
+      .optional(),
+    context_object_id: z.uuid().optional(),
+    context_object_type: z.string().max(255).optional(),
+    metric_object_id: z.uuid().optional(),
+    metric_object_type: z.string().max(255).optional(),
+    deduping_key: z.string().min(1).max(255).optional(),
+  })
+  .meta({ id: 'Metric' });
+export type MetricInput = z.infer<typeof metricInputSchema>;
+
+export const contactInputSchema = z
+  .strictObject({
+    email: z.string().trim().toLowerCase().pipe(z.email()).optional(),
+    name: z.string().max(255).optional(),
+    phone: z.string().trim().min(1).max(64).optional(),
+    remote_id: z.string().trim().min(1).max(255).optional(),
+  })
+  .refine((c) => c.email !== undefined || c.phone !== undefined || c.remote_id !== undefined, {
+    message: 'Give at least one of email, phone, remote_id.',
+  })
+  .meta({ id: 'ContactInput' });
+export type ContactInput = z.infer<typeof contactInputSchema>;
+
+export const eventInputSchema = z
+  .strictObject({
+    name: z.string().trim().min(1, 'Required, not empty.').max(255),
+    metric: metricInputSchema,
+    contact: contactInputSchema.optional(),
+    description: z.string().max(10_000).optional(),
+    event_time: rfc3339.optional(),
+    remote_id: z.string().min(1).max(255).nullable().optional(),
+    remote_platform: z.string().max(255).nullable().optional(),
+  })
+  .meta({ id: 'Event' });
+export type EventInput = z.infer<typeof eventInputSchema>;
+
+export const MAX_BULK_EVENTS = 100;
+
+/** The bulk body's outer shape; each item is validated on its own so one bad item fails alone. */
+export const bulkRequestSchema = z
+  .strictObject({
+    events: z.array(z.unknown()).min(1, 'Give 1 to 100 events.').max(MAX_BULK_EVENTS, 'Give 1 to 100 events.'),
+  })
+  .meta({ id: 'BulkEventsRequest' });
+
+/** The same body, with its items typed: for the OpenAPI document. */
+export const bulkRequestDocSchema = z.strictObject({ events: z.array(eventInputSchema).min(1).max(MAX_BULK_EVENTS) });
+
+export const contactSchema = z
+  .object({
+    id: z.uuid(),
+    email: z.string().optional(),
+    phone: z.string().optional(),
+    remote_id: z.string().optional(),
+  })
+  .meta({ id: 'Contact' });
+export type Contact = z.infer<typeof contactSchema>;
+
+export const eventAcceptedSchema = z
+  .object({ activity_id: z.uuid(), contact: contactSchema.optional() })
+  .meta({ id: 'EventAccepted' });
+export type EventAccepted = z.infer<typeof eventAcceptedSchema>;
+
+import { errorObjectSchema } from './errors.js';
+
+export const bulkResultItemSchema = z
+  .object({
+    index: z.number().int(),
+    status: z.enum(['success', 'error']),
+    event: eventAcceptedSchema.optional(),
+    error: errorObjectSchema.optional(),
+  })
+  .meta({ id: 'BulkResultItem' });
+export type BulkResultItem = z.infer<typeof bulkResultItemSchema>;
+
+export const bulkResponseSchema = z.object({ results: z.array(bulkResultItemSchema) }).meta({ id: 'BulkEventsResponse' });

@@ -1,0 +1,30 @@
+/** The topics Shopstream owns. Every name gets the deployment's TOPIC_PREFIX (empty by default). */
+export const topics = {
+  events: 'events',
+  metrics: 'metrics',
+  flowTriggers: 'flow-triggers',
+  conversations: 'conversations',
+} as const;
+export type TopicName = (typeof topics)[keyof typeof topics];
+
+export const dlq = (topic: string): string => `${topic}.dlq`;
+
+/** Record headers: a consumer can route and filter on them without parsing the value. */
+export const headers = {
+  contentType: 'content-type',
+  schema: 'schema',
+  shopId: 'shop_id',
+  metricName: 'metric_name',
+  /** On a dead letter: why it was rejected, and where it came from. */
+  dlqReason: 'dlq_reason',
+  dlqSourceTopic: 'dlq_source_topic',
+  dlqSourcePartition: 'dlq_source_partition',
+  dlqSourceOffset: 'dlq_source_offset',
+} as const;
+
+export const schemas = {
+  eventRecorded: 'event-recorded.v1',
+  metricEvent: 'metric-event.v1',
+  flowTriggered: 'flow-triggered.v1',
+  conversationRecord: 'conversation-record.v1',
+} as const;

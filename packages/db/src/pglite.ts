@@ -1,0 +1,40 @@
+import { PGlite, types } from '@electric-sql/pglite';
+import { formatQuery, type Db, type Queryable } from './db.js';
+
+/**
+ * A Db over PGlite, the embedded mode's database. PGlite is one connection, so transactions
+ * are serialised here: a query outside a transaction waits for the transaction in progress.
+ */
+export async function openPglite(dataDir: string | undefined): Promise<Db> {
+  const db = await PGlite.create({
+    dataDir,
+    // Same shapes as the server path: bigints as strings (as @databases/pg with bigIntMode 'string').
+    parsers: { [types.INT8]: (v: string) => v },
+  });
+  let chain: Promise<unknown> = Promise.resolve();
+  const serial = <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = chain.then(fn, fn);
+    chain = run.catch(() => {});
+    return run;
+  };
+  const run = async (q: Parameters<Queryable['query']>[0], via: Pick<PGlite, 'query' | 'exec'>) => {
+    const { text, values } = formatQuery(q);
+    if (values.length === 0) {
+      // Parameterless text may hold several statements (migrations): only the simple protocol takes those.
+      const results = await via.exec(text);
+      return (results[results.length - 1]?.rows ?? []) as any[];
+    }
+    const res = await via.query(text, values as any[]);
+    return res.rows as any[];
+  };
+  return {
+    kind: 'pglite',
+    query: (q) => serial(() => run(q, db)),
+    tx: (fn) => serial(() => db.transaction((t) => fn({ query: (q) => run(q, t as never) }))),
+    async listen(channel, onNotify) {
+      const unsub = await db.listen(channel, onNotify);
+      return async () => unsub();
+    },
+    close: () => serial(() => db.close()),
+  };
+}

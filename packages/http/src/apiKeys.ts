@@ -1,0 +1,115 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { sql, type Db } from '@shopstream/db';
+
+export interface ApiKeyInfo {
+  id: string;
+  name: string;
+  shops: string[];
+  created_at: string;
+  revoked_at: string | null;
+}
+
+export interface ResolvedKey {
+  id: string;
+  shops: ReadonlySet<string>;
+}
+
+const hashOf = (secret: string): Buffer => createHash('sha256').update(secret, 'utf8').digest();
+
+/** A new secret: 32 random bytes, with a prefix that secret scanners and people recognise. */
+export const newSecret = (): string => `ssk_${randomBytes(32).toString('base64url')}`;
+
+/** API keys, stored as SHA-256 hashes of their secrets. */
+export class ApiKeyStore {
+  private cache = new Map<string, { until: number; key: ResolvedKey | null }>();
+
+  constructor(
+    private readonly db: Db,
+    /** How long a look-up is trusted: a revoked key stops working within this time. */
+    private readonly ttlMs = 5_000,
+  ) {}
+
+  async create(shops: string[], name = '', secret = newSecret()): Promise<{ id: string; secret: string }> {
+    if (shops.length === 0) throw new Error('An API key needs at least one shop.');
+    const hash = hashOf(secret);
+    const id = await this.db.tx(async (tx) => {
+      const inserted = await tx.query(sql`
+        INSERT INTO api_keys (id, name, secret_hash) VALUES (${randomUUID()}, ${name}, ${hash})
+        ON CONFLICT (secret_hash) DO UPDATE SET revoked_at = NULL
+        RETURNING id`);
+      const keyId: string = inserted[0].id;
+      for (const shop of shops) {
+        await tx.query(sql`INSERT INTO api_key_shops (api_key_id, shop_id) VALUES (${keyId}, ${shop}) ON CONFLICT DO NOTHING`);
+      }
+      return keyId;
+    });
+    this.cache.delete(hash.toString('hex'));
+    return { id, secret };
+  }
+
+  async list(): Promise<ApiKeyInfo[]> {
+    const rows = await this.db.query(sql`
+      SELECT k.id, k.name, k.created_at, k.revoked_at,
+             coalesce(array_agg(s.shop_id::text ORDER BY s.shop_id) FILTER (WHERE s.shop_id IS NOT NULL), '{}') AS shops
+      FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
+      GROUP BY k.id ORDER BY k.created_at, k.id`);
+    return rows.map((r) => ({
+      id: r.id,
+      name: r.name,
+      shops: r.shops,
+      created_at: new Date(r.created_at).toISOString(),
+      revoked_at: r.revoked_at ? new Date(r.revoked_at).toISOString() : null,
+    }));
+  }
+
+  /** True when a key with this id existed and was not yet revoked. */
+  async revoke(id: string): Promise<boolean> {
+    const rows = await this.db.query(sql`UPDATE api_keys SET revoked_at = now() WHERE id = ${id} AND revoked_at IS NULL RETURNING id`);
+    return rows.length > 0;
+  }
+
+  /** The key for this secret with its shops, or null when it is unknown or revoked. Cached for ttlMs. */
+  async resolve(secret: string): Promise<ResolvedKey | null> {
+    const hash = hashOf(secret);
+    const cacheKey = hash.toString('hex');
+    const now = Date.now();
+    const hit = this.cache.get(cacheKey);
+    if (hit && hit.until > now) return hit.key;
+    const rows = await this.db.query(sql`
+      SELECT k.id, s.shop_id FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
+      WHERE k.secret_hash = ${hash} AND k.revoked_at IS NULL`);
+    const key = rows.length === 0 ? null : { id: rows[0].id as string, shops: new Set(rows.filter((r) => r.shop_id).map((r) => r.shop_id as string)) };
+    if (this.cache.size > 10_000) this.cache.clear();
+    this.cache.set(cacheKey, { until: now + this.ttlMs, key });
+    return key;
+  }
+}
+
+/**
+ * Parses BOOTSTRAP_API_KEYS: `<key>=<shop>[,<shop>...][;<key>=<shop>...]`.
+ * Throws with a message naming the bad part.
+ */
+export function parseBootstrapKeys(value: string): { secret: string; shops: string[] }[] {
+  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+  return value
+    .split(';')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((entry) => {
+      const eq = entry.lastIndexOf('=');
+      if (eq <= 0) throw new Error(`BOOTSTRAP_API_KEYS: "${entry.slice(0, 6)}…" is not <key>=<shop>[,<shop>...]`);
+      const secret = entry.slice(0, eq).trim();
+      const shops = entry.slice(eq + 1).split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+      const bad = shops.find((s) => !uuid.test(s));
+      if (shops.length === 0 || bad !== undefined) throw new Error(`BOOTSTRAP_API_KEYS: shop "${bad ?? ''}" is not a uuid`);
+      return { secret, shops };
+    });
+}
+
+/** Makes the BOOTSTRAP_API_KEYS keys exist (idempotent: a service may start many times). */
+export async function bootstrapApiKeys(store: ApiKeyStore, value: string | undefined): Promise<number> {
+  if (!value) return 0;
+  const keys = parseBootstrapKeys(value);
+  for (const k of keys) await store.create(k.shops, 'bootstrap', k.secret);
+  return keys.length;
+}

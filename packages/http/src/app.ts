@@ -1,0 +1,118 @@
+import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
+import { randomUUID } from 'node:crypto';
+import type { ErrorBody } from '@shopstream/contracts';
+import { counter, histogram, registry, type Logger } from '@shopstream/telemetry';
+import { ApiError } from './errors.js';
+
+declare global {
+  // eslint-disable-next-line @typescript-eslint/no-namespace
+  namespace Express {
+    interface Request {
+      id: string;
+      log: Logger;
+      /** Set by requireAuth: the shop of this request and the key that reached it. */
+      shopId: string;
+      apiKeyId: string;
+    }
+  }
+}
+
+const requests = counter('shopstream_http_requests_total', 'HTTP requests, by service, route and status.', ['service', 'method', 'route', 'status']);
+const latency = histogram('shopstream_http_request_seconds', 'HTTP request latency, by service, route and status.', ['service', 'method', 'route', 'status']);
+
+const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
+export function requestContext(service: string, logger: Logger): RequestHandler {
+  return (req, res, next) => {
+    const given = req.get('x-request-id');
+    req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
+    res.setHeader('X-Request-Id', req.id);
+    req.log = logger.child({ request_id: req.id });
+    const start = process.hrtime.bigint();
+    res.on('finish', () => {
+      // The route pattern, not the path: ids in paths would make a metric series per id.
+      const route = req.route?.path ? `${req.baseUrl}${req.route.path}` : 'unmatched';
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const labels = { service, method: req.method, route, status: String(res.statusCode) };
+      requests.inc(labels);
+      latency.observe(labels, seconds);
+      const level = res.statusCode >= 500 ? 'error' : 'info';
+      req.log[level]({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+    });
+    next();
+  };
+}
+
+export function sendError(res: express.Response, requestId: string, err: ApiError): void {
+  for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
+  const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: requestId, fields: err.fields } };
+  res.status(err.status).json(body);
+}
+
+/** Turns anything thrown into the one error body; a 500 never carries a stack trace. */
+export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
+  const requestId = req.id ?? randomUUID();
+  if (err instanceof ApiError) return sendError(res, requestId, err);
+  // body-parser's errors carry a `type` and a status.
+  const type = (err as { type?: string }).type;
+  if (type === 'entity.parse.failed') return sendError(res, requestId, new ApiError('invalid_json', 'The body is not valid JSON.'));
+  if (type === 'entity.too.large')
+    return sendError(res, requestId, new ApiError('payload_too_large', `The body is larger than ${(err as { limit?: number }).limit ?? 'the limit'} bytes.`));
+  if (type === 'encoding.unsupported' || type === 'charset.unsupported')
+    return sendError(res, requestId, new ApiError('unsupported_media_type', 'Send the body as UTF-8 JSON.'));
+  (req.log ?? console).error({ err }, 'unhandled error');
+  return sendError(res, requestId, new ApiError('internal_error', 'Something went wrong on our side. Quote the request id when you report it.'));
+};
+
+/**
+ * Parses a JSON body up to `limit`; any other content type is a 415 (checked before the body is read).
+ */
+export function jsonBody(limit: string | number): RequestHandler[] {
+  return [
+    (req, _res, next) => {
+      if (!req.is('application/json')) {
+        return next(new ApiError('unsupported_media_type', 'Send the body with Content-Type: application/json.', { 'content-type': 'Must be application/json.' }));
+      }
+      next();
+    },
+    express.json({ limit, strict: false, type: 'application/json' }),
+  ];
+}
+
+export interface AppParts {
+  service: string;
+  logger: Logger;
+  /** Answers /readyz: each check resolves true when its dependency answers. */
+  readiness: Record<string, () => Promise<boolean>>;
+}
+
+/** An express app with the common middleware and the health, readiness and metrics endpoints. */
+export function createBaseApp(parts: AppParts): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('etag', false);
+  app.set('trust proxy', true);
+  app.use(requestContext(parts.service, parts.logger));
+  app.get('/healthz', (_req, res) => {
+    res.json({ status: 'ok', service: parts.service });
+  });
+  app.get('/readyz', async (_req, res) => {
+    const results = await Promise.all(
+      Object.entries(parts.readiness).map(async ([name, check]) => [name, await check().catch(() => false)] as const),
+    );
+    const ok = results.every(([, up]) => up);
+    res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready', checks: Object.fromEntries(results) });
+  });
+  app.get('/metrics', async (_req, res) => {
+    res.setHeader('Content-Type', registry.contentType);
+    res.send(await registry.metrics());
+  });
+  return app;
+}
+
+/** Must be added after every route: unknown paths get the error body, not express's HTML. */
+export function finishApp(app: Express): void {
+  app.use((req, _res, next) => next(new ApiError('not_found', `No route for ${req.method} ${req.path}.`)));
+  app.use(errorHandler);
+}

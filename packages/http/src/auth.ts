@@ -1,0 +1,29 @@
+import type { RequestHandler } from 'express';
+import { ApiError } from './errors.js';
+import type { ApiKeyStore } from './apiKeys.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * `Authorization: Bearer <key>` (401 when missing, unknown or revoked), then `X-Shop-Id` (400
+ * `invalid_shop` when missing or not a uuid), then the grant (403 when the key does not reach that shop).
+ */
+export function requireAuth(keys: ApiKeyStore): RequestHandler {
+  return async (req, _res, next) => {
+    const header = req.get('authorization') ?? '';
+    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+    if (!m) return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
+    const key = await keys.resolve(m[1]);
+    if (!key) return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
+    const shop = req.get('x-shop-id')?.trim() ?? '';
+    if (!UUID.test(shop)) {
+      return next(new ApiError('invalid_shop', 'Send the shop as the X-Shop-Id header, a uuid.', { 'x-shop-id': shop ? 'Must be a uuid.' : 'Required.' }));
+    }
+    const shopId = shop.toLowerCase();
+    if (!key.shops.has(shopId)) return next(new ApiError('forbidden', 'This API key is not granted that shop.', { 'x-shop-id': 'Not granted to this key.' }));
+    req.shopId = shopId;
+    req.apiKeyId = key.id;
+    req.log = req.log.child({ shop_id: shopId, api_key_id: key.id });
+    next();
+  };
+}

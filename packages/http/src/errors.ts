@@ -1,0 +1,34 @@
+import type { ErrorCode } from '@shopstream/contracts';
+
+const statusOf: Record<ErrorCode, number> = {
+  validation_error: 400,
+  invalid_json: 400,
+  invalid_cursor: 400,
+  invalid_shop: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  unavailable: 503,
+  internal_error: 500,
+};
+
+/** An error the client is meant to see: the error handler turns it into the envelope with its status. */
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly fields: Record<string, unknown> = {},
+    /** Extra response headers, e.g. Retry-After. */
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = statusOf[code];
+  }
+}
+
+export const httpStatusOf = (code: ErrorCode): number => statusOf[code];

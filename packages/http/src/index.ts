@@ -1,0 +1,6 @@
+export { ApiError, httpStatusOf } from './errors.js';
+export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, sendError, type AppParts } from './app.js';
+export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
+export { requireAuth } from './auth.js';
+export { listen, type RunningServer } from './server.js';
+export { validate } from './validate.js';

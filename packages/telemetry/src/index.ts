@@ -1,0 +1,45 @@
+import { pino, type Logger } from 'pino';
+import client from 'prom-client';
+
+export type { Logger };
+
+/** JSON lines on stdout. Secrets never reach a log line: `authorization` is redacted wherever it appears. */
+export function createLogger(service: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+  return pino({
+    level,
+    base: { service },
+    redact: { paths: ['req.headers.authorization', 'headers.authorization', '*.authorization', 'apiKey', 'secret'], censor: '[redacted]' },
+  });
+}
+
+export const registry = client.register;
+let defaultsCollected = false;
+/** Process metrics (CPU, memory, event-loop lag) once per process, however many services share it. */
+export function collectProcessMetrics(): void {
+  if (defaultsCollected) return;
+  defaultsCollected = true;
+  client.collectDefaultMetrics({ register: registry });
+}
+
+// Several services may live in one process (all-in-one); each asks for the same metric by name,
+// and must get the one that exists rather than a "metric already registered" error.
+function getOrCreate<T>(name: string, make: () => T): T {
+  return (registry.getSingleMetric(name) as T | undefined) ?? make();
+}
+
+export function counter<L extends string>(name: string, help: string, labelNames: readonly L[] = []): client.Counter<L> {
+  return getOrCreate(name, () => new client.Counter({ name, help, labelNames: labelNames as L[] }));
+}
+
+export function gauge<L extends string>(name: string, help: string, labelNames: readonly L[] = []): client.Gauge<L> {
+  return getOrCreate(name, () => new client.Gauge({ name, help, labelNames: labelNames as L[] }));
+}
+
+export function histogram<L extends string>(
+  name: string,
+  help: string,
+  labelNames: readonly L[] = [],
+  buckets = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+): client.Histogram<L> {
+  return getOrCreate(name, () => new client.Histogram({ name, help, labelNames: labelNames as L[], buckets }));
+}
