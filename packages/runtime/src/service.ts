@@ -1,0 +1,74 @@
+import type { Router } from 'express';
+import { sql } from '@shopstream/db';
+import { createBaseApp, finishApp, listen, requireAuth } from '@shopstream/http';
+import { buildOpenApi, docsHandler, type OpenApiPart } from './openapi.js';
+import type { Runtime } from './runtime.js';
+
+/** What a service module gives the process that runs it. */
+export interface StartedService {
+  name: string;
+  /** Public routes under /v2026-04, mounted behind requireAuth. Absent for consumers. */
+  router?: Router;
+  /** The service's part of the OpenAPI document. */
+  openapi?: OpenApiPart;
+  /** Extra readiness checks beyond the database and the bus. */
+  readiness?: Record<string, () => Promise<boolean>>;
+  /** Finishes work in hand (batch, requests) and stops. */
+  stop(): Promise<void>;
+}
+
+export type ServiceFactory = (rt: Runtime) => Promise<StartedService>;
+
+/**
+ * Runs services in this process behind one HTTP port: their routes, /healthz, /readyz, /metrics,
+ * /openapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
+ */
+export async function serve(rt: Runtime, services: StartedService[], opts: { port: number; host: string; name: string }) {
+  const app = createBaseApp({
+    service: opts.name,
+    logger: rt.logger,
+    readiness: {
+      database: async () => (await rt.db.query(sql`SELECT 1 AS ok`)).length === 1,
+      bus: () => rt.bus.ping(),
+      ...Object.assign({}, ...services.map((s) => s.readiness ?? {})),
+    },
+  });
+  const doc = buildOpenApi(opts.name, services.flatMap((s) => (s.openapi ? [s.openapi] : [])), rt.env.PUBLIC_BASE_URL);
+  app.get('/openapi.json', (_req, res) => {
+    res.json(doc);
+  });
+  app.use('/docs', docsHandler());
+  // Routes under the version prefix all need a key and a shop; health and docs above do not.
+  app.use('/v2026-04', requireAuth(rt.apiKeys));
+  for (const s of services) if (s.router) app.use('/v2026-04', s.router);
+  finishApp(app);
+  const server = await listen(app, opts.port, opts.host, rt.logger);
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      rt.logger.info('stopping: draining requests and work in hand');
+      await server.close(rt.env.SHUTDOWN_TIMEOUT_MS);
+      for (const s of [...services].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));
+      await rt.close();
+      rt.logger.info('stopped');
+    })());
+  return { server, stop };
+}
+
+/** SIGTERM/SIGINT run stop once, then exit; a second signal exits at once. */
+export function exitOnSignals(stop: () => Promise<void>): void {
+  let signalled = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (signalled) process.exit(130);
+    signalled = true;
+    stop().then(
+      () => process.exit(0),
+      (e) => {
+        console.error(`stop after ${sig} failed`, e);
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+}
