@@ -1,0 +1,56 @@
+import { loadEnv, parseEnvFromArgs } from './args.js';
+import { exitOnSignals, openRuntime, serve, type StartedService } from '@shopstream/runtime';
+import { serviceFactories, serviceNames } from './services.js';
+import { ensureDemoKey } from './demo.js';
+
+/**
+ * `pnpm start [service]`: every service in this process (the default), or one of them. Embedded (PGlite
+ * in DATA_DIR and the Postgres-log bus) unless KAFKA_BROKERS and DATABASE_URL are set.
+ */
+const { service, help } = parseEnvFromArgs(process.argv.slice(2));
+if (help) {
+  console.log(`Usage: pnpm start [${serviceNames.join('|')}]\n\nWith no service, runs all of them in one process on PORT (default 8080).`);
+  process.exit(0);
+}
+if (service && !serviceFactories[service]) {
+  console.error(`Unknown service "${service}". One of: ${serviceNames.join(', ')}`);
+  process.exit(2);
+}
+const env = loadEnv();
+const name = service ?? 'all-in-one';
+const rt = await openRuntime(env, name);
+const started: StartedService[] = [];
+try {
+  for (const [n, factory] of Object.entries(serviceFactories)) {
+    if (service && n !== service) continue;
+    started.push(await factory(rt));
+  }
+} catch (e) {
+  rt.logger.fatal({ err: e }, 'a service failed to start');
+  for (const s of started.reverse()) await s.stop().catch(() => {});
+  await rt.close();
+  process.exit(1);
+}
+const { server, stop } = await serve(rt, started, { port: env.PORT, host: env.HOST, name });
+exitOnSignals(stop);
+
+const base = env.PUBLIC_BASE_URL ?? `http://localhost:${server.port}`;
+const lines = [
+  '',
+  `Shopstream ${name} is up (${rt.mode} mode${rt.mode === 'embedded' ? `, data in ${env.DATA_DIR}` : ''}).`,
+  `  API:      ${base}/v2026-04/`,
+  `  Docs:     ${base}/docs`,
+];
+if (!service && rt.mode === 'embedded' && !env.BOOTSTRAP_API_KEYS) {
+  const demo = await ensureDemoKey(rt);
+  lines.push(
+    `  Shop id:  ${demo.shopId}`,
+    `  API key:  ${demo.key}${demo.created ? '   (created now, for this data directory)' : ''}`,
+    '',
+    'Try:',
+    `  curl -sS -X POST ${base}/v2026-04/events/ \\`,
+    `    -H 'Authorization: Bearer ${demo.key}' -H 'X-Shop-Id: ${demo.shopId}' -H 'Content-Type: application/json' \\`,
+    `    -d '{"name":"Placed order","metric":{"metric_name":"placed_order","value":42},"contact":{"email":"ada@example.com"}}'`,
+  );
+}
+console.log(lines.join('\n') + '\n');
