@@ -2,3 +2,4 @@ export { sql, connectPostgres, formatQuery, type Db, type Queryable, type SQLQue
 export { openPglite } from './pglite.js';
 export { migrate } from './migrate.js';
 export { openDb, type DbConfig } from './openDb.js';
+export { lockDataDir, DataDirLockedError } from './dataDirLock.js';

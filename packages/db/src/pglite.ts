@@ -1,15 +1,20 @@
 import { PGlite, types } from '@electric-sql/pglite';
 import { formatQuery, type Db, type Queryable } from './db.js';
+import { lockDataDir } from './dataDirLock.js';
 
 /**
  * A Db over PGlite, the embedded mode's database. PGlite is one connection, so transactions
  * are serialised here: a query outside a transaction waits for the transaction in progress.
  */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
+  const release = dataDir ? lockDataDir(dataDir) : () => {};
   const db = await PGlite.create({
     dataDir,
     // Same shapes as the server path: bigints as strings (as @databases/pg with bigIntMode 'string').
     parsers: { [types.INT8]: (v: string) => v },
+  }).catch((e: unknown) => {
+    release();
+    throw e;
   });
   let chain: Promise<unknown> = Promise.resolve();
   const serial = <T>(fn: () => Promise<T>): Promise<T> => {
@@ -35,6 +40,6 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       const unsub = await db.listen(channel, onNotify);
       return async () => unsub();
     },
-    close: () => serial(() => db.close()),
+    close: () => serial(() => db.close()).finally(release),
   };
 }
