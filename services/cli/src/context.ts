@@ -1,5 +1,6 @@
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
+import { DataDirLockedError } from '@shopstream/db';
 
 /**
  * Opens the same ports a service would, from the same environment. In embedded mode PGlite admits one
@@ -11,11 +12,11 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T
   try {
     rt = await openRuntime(env, 'cli');
   } catch (e) {
-    if (!env.DATABASE_URL) {
+    if (e instanceof DataDirLockedError) {
       throw new Error(
-        `Could not open the embedded database in ${env.DATA_DIR}: ${(e as Error).message}\n` +
-          'If `pnpm start` is running, it holds that database (PGlite admits one process). Stop it first, ' +
-          'or use the HTTP API of the running server, or point DATABASE_URL (and KAFKA_BROKERS) at a server.',
+        `${e.message}\nThat is most likely a running \`pnpm start\`. Either stop it (Ctrl-C), run this command, and ` +
+          'start it again (it picks up what the command wrote), or use the HTTP API of the running server, ' +
+          'or run Shopstream on a server (DATABASE_URL and KAFKA_BROKERS) where any number of processes may connect.',
       );
     }
     throw e;
