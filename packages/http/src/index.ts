@@ -4,3 +4,5 @@ export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiK
 export { requireAuth } from './auth.js';
 export { listen, type RunningServer } from './server.js';
 export { validate } from './validate.js';
+export { rateLimit, type RateLimitOptions } from './rateLimit.js';
+export { cursorCodec, baseUrlOf, pageLink, type CursorCodec } from './cursor.js';
