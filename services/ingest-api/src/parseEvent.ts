@@ -1,0 +1,33 @@
+import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { eventInputSchema, fieldErrors, type EventInput } from '@shopstream/contracts';
+
+export type ParsedEvent = { ok: true; event: EventInput } | { ok: false; fields: Record<string, string> };
+
+const PHONE_MESSAGE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
+
+/** E.164 (`+14155552671`), or null when the number is not a valid one. Only international input is accepted: a shop has no default country. */
+export function normalizePhone(raw: string): string | null {
+  const parsed = parsePhoneNumberFromString(raw.trim());
+  return parsed && parsed.isValid() ? parsed.number : null;
+}
+
+/**
+ * Validates one event as the contract says, then normalises its contact phone to E.164. Field paths are
+ * relative to the event (`metric.metric_name`, `contact.phone`), in the single and the bulk endpoint alike.
+ */
+export function parseEvent(input: unknown): ParsedEvent {
+  const r = eventInputSchema.safeParse(input);
+  const rawPhone = (input as { contact?: { phone?: unknown } } | null)?.contact?.phone;
+  const phoneBad = typeof rawPhone === 'string' && rawPhone.trim() !== '' && normalizePhone(rawPhone) === null;
+  if (!r.success) {
+    const fields = fieldErrors(r.error);
+    // Report a bad phone beside the other problems, so the caller fixes everything in one round.
+    if (phoneBad) fields['contact.phone'] ??= PHONE_MESSAGE;
+    return { ok: false, fields };
+  }
+  const event = r.data;
+  if (event.contact?.phone === undefined) return { ok: true, event };
+  const phone = normalizePhone(event.contact.phone);
+  if (phone === null) return { ok: false, fields: { 'contact.phone': PHONE_MESSAGE } };
+  return { ok: true, event: { ...event, contact: { ...event.contact, phone } } };
+}

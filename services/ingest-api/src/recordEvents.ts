@@ -1,0 +1,148 @@
+import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
+import {
+  eventRecordSchema,
+  headers,
+  schemas,
+  type Contact,
+  type EventAccepted,
+  type EventInput,
+  type EventRecord,
+  type ResolvedContact,
+} from '@shopstream/contracts';
+import type { Queryable } from '@shopstream/db';
+import { ApiError } from '@shopstream/http';
+import { counter } from '@shopstream/telemetry';
+import { activityId, activityKey } from './activityId.js';
+import { parseEvent } from './parseEvent.js';
+import { resolveContacts, type ContactQuery } from './resolveContacts.js';
+
+export interface IngestPorts {
+  db: Queryable;
+  bus: Bus;
+  eventsTopic: string;
+}
+
+export interface IngestRequest {
+  shopId: string;
+  requestId: string;
+  /** When the request arrived: the default event_time, and the record's received_at. */
+  receivedAt: Date;
+  endpoint: 'single' | 'bulk';
+}
+
+export type ItemOutcome =
+  | { status: 'success'; event: EventAccepted }
+  | { status: 'error'; error: { code: 'validation_error'; message: string; fields: Record<string, string> } };
+
+/** Seconds a client should wait before retrying when the log cannot take writes. */
+export const RETRY_AFTER_SECONDS = 5;
+
+const eventsCounter = counter(
+  'shopstream_ingest_events_total',
+  'Events taken by the ingest API, by endpoint and outcome: accepted (written to the log), duplicate (same key earlier in the same request, not written again), invalid, unavailable (the log could not take it).',
+  ['endpoint', 'outcome'],
+);
+
+/**
+ * Records events: validates each one alone, resolves the contacts of the valid ones (one batch for the
+ * whole list; no database work when none carries a contact), writes one `events` record per distinct
+ * activity, and answers per item in order. Throws ApiError `unavailable` (503, Retry-After) when the log
+ * did not take the records: then no item was accepted.
+ */
+export async function recordEvents(ports: IngestPorts, req: IngestRequest, items: unknown[]): Promise<ItemOutcome[]> {
+  const parsed = items.map(parseEvent);
+  const valid: { index: number; event: EventInput }[] = [];
+  parsed.forEach((p, index) => {
+    if (p.ok) valid.push({ index, event: p.event });
+  });
+
+  const withContact = valid.filter((v) => v.event.contact !== undefined);
+  const resolved = new Map<number, ResolvedContact>();
+  if (withContact.length > 0) {
+    const contacts = await resolveContacts(ports.db, req.shopId, withContact.map((v) => v.event.contact as ContactQuery));
+    withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
+  }
+
+  const receivedAt = req.receivedAt.toISOString();
+  const accepted = new Map<number, EventAccepted>();
+  const published = new Set<string>();
+  const records: OutgoingRecord[] = [];
+  for (const { index, event } of valid) {
+    const key = activityKey(event);
+    const id = activityId(req.shopId, key);
+    const contact = resolved.get(index) ?? null;
+    accepted.set(index, contact ? { activity_id: id, contact: responseContact(contact) } : { activity_id: id });
+    // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
+    if (published.has(id)) continue;
+    published.add(id);
+    records.push({
+      key: req.shopId,
+      value: JSON.stringify(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })),
+      headers: { [headers.contentType]: 'application/json', [headers.schema]: schemas.eventRecorded, [headers.shopId]: req.shopId },
+    });
+  }
+
+  const invalidCount = items.length - valid.length;
+  try {
+    await ports.bus.publish(ports.eventsTopic, records);
+  } catch (e) {
+    if (!(e instanceof BusUnavailableError)) throw e;
+    eventsCounter.inc({ endpoint: req.endpoint, outcome: 'unavailable' }, valid.length);
+    if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
+    throw new ApiError(
+      'unavailable',
+      'The event log cannot take writes right now; nothing of this request was recorded. Retry after the Retry-After seconds.',
+      {},
+      { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+    );
+  }
+  if (records.length > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'accepted' }, records.length);
+  if (valid.length > records.length) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'duplicate' }, valid.length - records.length);
+  if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
+
+  return parsed.map((p, index): ItemOutcome => {
+    if (!p.ok) return { status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', fields: p.fields } };
+    return { status: 'success', event: accepted.get(index)! };
+  });
+}
+
+/** The contact as the API answers it: its id and the identifiers it has, absent ones omitted. */
+export function responseContact(c: ResolvedContact): Contact {
+  return {
+    id: c.id,
+    ...(c.email !== null ? { email: c.email } : {}),
+    ...(c.phone !== null ? { phone: c.phone } : {}),
+    ...(c.remote_id !== null ? { remote_id: c.remote_id } : {}),
+  };
+}
+
+function buildRecord(
+  e: EventInput,
+  m: { id: string; key: string | null; contact: ResolvedContact | null; shopId: string; requestId: string; receivedAt: string },
+): EventRecord {
+  const record: EventRecord = {
+    activity_id: m.id,
+    shop_id: m.shopId,
+    activity_key: m.key,
+    name: e.name,
+    description: e.description ?? null,
+    event_time: e.event_time ?? m.receivedAt,
+    received_at: m.receivedAt,
+    remote_id: e.remote_id ?? null,
+    remote_platform: e.remote_platform ?? null,
+    metric: {
+      metric_name: e.metric.metric_name,
+      value: e.metric.value ?? null,
+      additional_properties: e.metric.additional_properties ?? {},
+      context_object_id: e.metric.context_object_id ?? null,
+      context_object_type: e.metric.context_object_type ?? null,
+      metric_object_id: e.metric.metric_object_id ?? null,
+      metric_object_type: e.metric.metric_object_type ?? null,
+      deduping_key: e.metric.deduping_key ?? null,
+    },
+    contact: m.contact,
+    request_id: m.requestId,
+  };
+  // The contract is what consumers validate against: a record that breaks it is our bug, never theirs.
+  return eventRecordSchema.parse(record);
+}

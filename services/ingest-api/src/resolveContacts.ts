@@ -1,0 +1,155 @@
+import { v7 as uuidv7 } from 'uuid';
+import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import type { ResolvedContact } from '@shopstream/contracts';
+
+/** A contact as an event gives it: already validated, email lower-cased, phone in E.164. */
+export interface ContactQuery {
+  email?: string;
+  phone?: string;
+  remote_id?: string;
+  name?: string;
+}
+
+const IDENTIFIERS = ['remote_id', 'email', 'phone'] as const;
+type Identifier = (typeof IDENTIFIERS)[number];
+
+interface Planned extends ResolvedContact {
+  isNew: boolean;
+  changed: boolean;
+}
+
+interface Plan {
+  /** One per query, in order; several queries may share one contact. */
+  results: Planned[];
+  creates: Planned[];
+  updates: Planned[];
+}
+
+/** A concurrent writer changed what we read; a few rounds always settle, more means something is wrong. */
+const MAX_ROUNDS = 5;
+
+const UNIQUE_VIOLATION = '23505';
+
+/**
+ * Resolves each query to a contact of the shop, creating the ones that do not exist, in a few queries for
+ * the whole list: a contact is found by remote_id, then email, then phone; it gains the identifiers (and
+ * the name) it lacked unless another contact holds them; no match creates one. Queries of one list that
+ * name the same identity share one contact, as if they were handled in order.
+ *
+ * Concurrent callers creating the same identity race on the unique indexes of `contacts`: the loser's
+ * INSERT ... ON CONFLICT DO NOTHING inserts nothing, and the next round finds the winner's row.
+ */
+export async function resolveContacts(db: Queryable, shopId: string, queries: ContactQuery[]): Promise<ResolvedContact[]> {
+  if (queries.length === 0) return [];
+  for (let round = 1; round <= MAX_ROUNDS; round++) {
+    const existing = await selectContacts(db, shopId, queries);
+    const plan = planResolution(existing, queries);
+    if (plan.creates.length > 0) {
+      const inserted = await db.query(sql`
+        INSERT INTO contacts (shop_id, id, email, phone, remote_id, name)
+        VALUES ${sql.join(
+          plan.creates.map((c) => sql`(${shopId}, ${c.id}, ${c.email}, ${c.phone}, ${c.remote_id}, ${c.name})`),
+          sql`, `,
+        )}
+        ON CONFLICT DO NOTHING
+        RETURNING id`);
+      // Someone created one of these identities meanwhile: read again and use theirs.
+      if (inserted.length < plan.creates.length) continue;
+    }
+    if (plan.updates.length > 0) {
+      let rows: Row[];
+      try {
+        rows = await applyGains(db, shopId, plan.updates);
+      } catch (e) {
+        // Another contact took one of these identifiers meanwhile: it holds it now, so read again.
+        if ((e as { code?: string }).code === UNIQUE_VIOLATION) continue;
+        throw e;
+      }
+      for (const row of rows) {
+        const c = plan.updates.find((u) => u.id === row.id);
+        if (c) Object.assign(c, toContact(row));
+      }
+    }
+    return plan.results.map(({ id, email, phone, remote_id, name }) => ({ id, email, phone, remote_id, name }));
+  }
+  throw new Error(`contact resolution for shop ${shopId} did not settle after ${MAX_ROUNDS} rounds of concurrent changes`);
+}
+
+interface Row {
+  id: string;
+  email: string | null;
+  phone: string | null;
+  remote_id: string | null;
+  name: string | null;
+}
+
+const toContact = (r: Row): ResolvedContact => ({ id: r.id, email: r.email, phone: r.phone, remote_id: r.remote_id, name: r.name });
+
+async function selectContacts(db: Queryable, shopId: string, queries: ContactQuery[]): Promise<Row[]> {
+  const conditions: SQLQuery[] = [];
+  for (const f of IDENTIFIERS) {
+    const values = [...new Set(queries.flatMap((q) => (q[f] === undefined ? [] : [q[f]])))];
+    if (values.length > 0) conditions.push(sql`${sql.ident(f)} IN (${sql.join(values.map((v) => sql`${v}`), sql`, `)})`);
+  }
+  if (conditions.length === 0) return [];
+  return db.query(sql`
+    SELECT id, email, phone, remote_id, name FROM contacts
+    WHERE shop_id = ${shopId} AND (${sql.join(conditions, sql` OR `)})`);
+}
+
+/** Fills only what is still empty, so a concurrent gain of the same field is never overwritten. */
+async function applyGains(db: Queryable, shopId: string, updates: Planned[]): Promise<Row[]> {
+  return db.query(sql`
+    UPDATE contacts AS c SET
+      email = coalesce(c.email, v.email),
+      phone = coalesce(c.phone, v.phone),
+      remote_id = coalesce(c.remote_id, v.remote_id),
+      name = coalesce(c.name, v.name),
+      updated_at = now()
+    FROM (VALUES ${sql.join(
+      updates.map((u) => sql`(${u.id}::uuid, ${u.email}::text, ${u.phone}::text, ${u.remote_id}::text, ${u.name}::text)`),
+      sql`, `,
+    )}) AS v (id, email, phone, remote_id, name)
+    WHERE c.shop_id = ${shopId} AND c.id = v.id
+    RETURNING c.id, c.email, c.phone, c.remote_id, c.name`);
+}
+
+/** Decides, from the contacts found, which query gets which contact and what must be created or filled in. */
+export function planResolution(existing: Row[], queries: ContactQuery[]): Plan {
+  const index: Record<Identifier, Map<string, Planned>> = { remote_id: new Map(), email: new Map(), phone: new Map() };
+  for (const row of existing) {
+    const c: Planned = { ...toContact(row), isNew: false, changed: false };
+    for (const f of IDENTIFIERS) if (c[f] !== null) index[f].set(c[f], c);
+  }
+  const plan: Plan = { results: [], creates: [], updates: [] };
+  for (const q of queries) {
+    let c = firstMatch(index, q);
+    if (!c) {
+      c = { id: uuidv7(), email: null, phone: null, remote_id: null, name: null, isNew: true, changed: false };
+      plan.creates.push(c);
+    }
+    for (const f of IDENTIFIERS) {
+      const v = q[f];
+      if (v === undefined || c[f] !== null || index[f].has(v)) continue;
+      c[f] = v;
+      index[f].set(v, c);
+      c.changed = true;
+    }
+    if (q.name !== undefined && c.name === null) {
+      c.name = q.name;
+      c.changed = true;
+    }
+    if (!c.isNew && c.changed && !plan.updates.includes(c)) plan.updates.push(c);
+    plan.results.push(c);
+  }
+  return plan;
+}
+
+function firstMatch(index: Record<Identifier, Map<string, Planned>>, q: ContactQuery): Planned | undefined {
+  for (const f of IDENTIFIERS) {
+    const v = q[f];
+    const hit = v === undefined ? undefined : index[f].get(v);
+    if (hit) return hit;
+  }
+  return undefined;
+}
