@@ -3,3 +3,4 @@ export { createKafkaBus, type KafkaBusOptions } from './kafka.js';
 export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export { runProjection, type Projection, type ProjectionOptions, type ValidRecord } from './projection.js';
 export { topicNames, type TopicNames } from './topicNames.js';
+export { enqueueOutbox, drainOutbox, startOutboxDrainer, type OutboxRow, type DrainOutboxOptions, type OutboxDrainer } from './outbox.js';
