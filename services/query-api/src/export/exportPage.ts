@@ -1,0 +1,151 @@
+import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import type { Conversation, ConversationResolution } from '@shopstream/contracts';
+import { formatMicros, type Window } from './exportRange.js';
+
+/** The filters of one export request, resolved: AND-combined. */
+export interface ExportFilters {
+  shopId: string;
+  agentId?: string;
+  contactId?: string;
+  contactIdIn?: string[];
+  id?: string;
+  idIn?: string[];
+  resolution?: ConversationResolution;
+  resolutionIn?: string[];
+  createdAt?: Window;
+  lastMessageAt?: Window;
+}
+
+/** A position in the (created_at, id) order: created_at as RFC 3339 text with microseconds. */
+export type Key = [createdAt: string, id: string];
+
+export interface PageRequest {
+  filters: ExportFilters;
+  direction: 'next' | 'prev';
+  /** Start after (next) or before (prev) this key; null starts at the first (next) or last (prev) result. */
+  after: Key | null;
+  limit: number;
+}
+
+export interface PageResult {
+  conversations: Conversation[];
+  /** Keys of the first and last result, for the links. */
+  first: Key | null;
+  last: Key | null;
+  /** Whether results exist before the first and after the last of this page (for an empty page: at all). */
+  hasBefore: boolean;
+  hasAfter: boolean;
+}
+
+// Values in these literals were checked to be uuids or enum members, so no quoting is needed.
+const arrayLiteral = (values: string[]) => `{${values.join(',')}}`;
+
+function whereOf(f: ExportFilters): SQLQuery {
+  const w: SQLQuery[] = [sql`shop_id = ${f.shopId}`];
+  if (f.agentId) w.push(sql`agent_id = ${f.agentId}`);
+  if (f.contactId) w.push(sql`contact_id = ${f.contactId}`);
+  if (f.contactIdIn) w.push(sql`contact_id = ANY(${arrayLiteral(f.contactIdIn)}::uuid[])`);
+  if (f.id) w.push(sql`id = ${f.id}`);
+  if (f.idIn) w.push(sql`id = ANY(${arrayLiteral(f.idIn)}::uuid[])`);
+  if (f.resolution) w.push(sql`resolution = ${f.resolution}`);
+  if (f.resolutionIn) w.push(sql`resolution = ANY(${arrayLiteral(f.resolutionIn)}::text[])`);
+  if (f.createdAt) w.push(sql`created_at >= ${formatMicros(f.createdAt.start)}::timestamptz AND created_at < ${formatMicros(f.createdAt.end)}::timestamptz`);
+  if (f.lastMessageAt)
+    w.push(sql`last_message_at >= ${formatMicros(f.lastMessageAt.start)}::timestamptz AND last_message_at < ${formatMicros(f.lastMessageAt.end)}::timestamptz`);
+  return sql.join(w, sql` AND `);
+}
+
+const text = (col: string) => sql`to_char(${sql.ident(col)} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
+
+/** Milliseconds when the microseconds are zero: `...05.120Z` rather than `...05.120000Z`. */
+const shortTs = (s: string): string => s.replace(/\.(\d{3})000Z$/, '.$1Z');
+const tsOrNull = (s: string | null): string | null => (s === null ? null : shortTs(s));
+
+/**
+ * One page in at most three statements, whatever its size: the conversations (a range scan of the
+ * (shop_id, created_at, id) index), all their messages, and, for a page reached by a cursor, whether
+ * anything lies on the far side of it.
+ */
+export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<PageResult> {
+  const where = whereOf(p.filters);
+  const keyCond =
+    p.after === null
+      ? sql`TRUE`
+      : p.direction === 'next'
+        ? sql`(created_at, id) > (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`
+        : sql`(created_at, id) < (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`;
+  const order = p.direction === 'next' ? sql`ORDER BY created_at, id` : sql`ORDER BY created_at DESC, id DESC`;
+  const rows = await db.query(sql`
+    SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
+      ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
+      ${text('last_message_at')} AS last_message_at, ${text('resolved_at')} AS resolved_at,
+      last_message_content, summary, title, flags, tags, intent, topic, resolution, status, type
+    FROM conversations WHERE ${where} AND ${keyCond} ${order} LIMIT ${p.limit + 1}`);
+  const more = rows.length > p.limit;
+  const page = (more ? rows.slice(0, p.limit) : rows).slice();
+  if (p.direction === 'prev') page.reverse();
+  const first: Key | null = page.length > 0 ? [page[0].created_at, page[0].id] : null;
+  const last: Key | null = page.length > 0 ? [page[page.length - 1].created_at, page[page.length - 1].id] : null;
+
+  // Behind the page (where the cursor came from) there are results unless nothing matches any more there.
+  const behindOf = async (): Promise<boolean> => {
+    if (p.after === null) return false;
+    const edge = p.direction === 'next' ? first : last;
+    const cond =
+      edge === null
+        ? sql`TRUE`
+        : p.direction === 'next'
+          ? sql`(created_at, id) < (${edge[0]}::timestamptz, ${edge[1]}::uuid)`
+          : sql`(created_at, id) > (${edge[0]}::timestamptz, ${edge[1]}::uuid)`;
+    return (await db.query(sql`SELECT 1 AS x FROM conversations WHERE ${where} AND ${cond} LIMIT 1`)).length > 0;
+  };
+  const ids = page.map((r) => r.id as string);
+  const [messageRows, behind] = await Promise.all([
+    ids.length === 0
+      ? Promise.resolve([])
+      : db.query(sql`
+          SELECT conversation_id, id, ${text('created_at')} AS created_at, text FROM conversation_messages
+          WHERE shop_id = ${p.filters.shopId} AND conversation_id = ANY(${arrayLiteral(ids)}::uuid[])
+          ORDER BY conversation_id, created_at, id`),
+    behindOf(),
+  ]);
+  const messages = new Map<string, Conversation['messages']>();
+  for (const m of messageRows) {
+    const list = messages.get(m.conversation_id) ?? [];
+    list.push({ id: m.id, created_at: shortTs(m.created_at), text: m.text });
+    messages.set(m.conversation_id, list);
+  }
+  // Built in the interface's field order; optional fields that are not typed "or null" are omitted when absent.
+  const conversations = page.map(
+    (r): Conversation => ({
+      id: r.id,
+      agent_id: r.agent_id,
+      contact_id: r.contact_id,
+      user_id: r.user_id,
+      created_at: shortTs(r.created_at),
+      updated_at: shortTs(r.updated_at),
+      escalation_time: tsOrNull(r.escalation_time),
+      start_time: tsOrNull(r.start_time),
+      last_message_at: tsOrNull(r.last_message_at),
+      resolved_at: tsOrNull(r.resolved_at),
+      ...(r.last_message_content !== null ? { last_message_content: r.last_message_content } : {}),
+      ...(r.summary !== null ? { summary: r.summary } : {}),
+      ...(r.title !== null ? { title: r.title } : {}),
+      flags: r.flags,
+      tags: r.tags,
+      intent: r.intent,
+      topic: r.topic,
+      messages: messages.get(r.id) ?? [],
+      ...(r.resolution !== null ? { resolution: r.resolution } : {}),
+      ...(r.status !== null ? { status: r.status } : {}),
+      type: r.type,
+    }),
+  );
+  return {
+    conversations,
+    first,
+    last,
+    hasBefore: p.direction === 'next' ? behind : more,
+    hasAfter: p.direction === 'next' ? more : behind,
+  };
+}
