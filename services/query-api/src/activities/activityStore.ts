@@ -1,0 +1,64 @@
+import { sql, type Queryable } from '@shopstream/db';
+import type { Activity } from '@shopstream/contracts';
+import type { PageDirection } from '@shopstream/http';
+
+/** Keyset position: the sort timestamp as Postgres text (keeps microseconds) and the activity id. */
+export type Position = [string, string];
+
+const iso = (d: Date | string) => new Date(d).toISOString();
+
+function activityOf(r: any): Activity {
+  return {
+    id: r.id,
+    name: r.name,
+    description: r.description,
+    event_time: iso(r.event_time),
+    recorded_at: iso(r.recorded_at),
+    metric: r.metric,
+    contact: r.contact,
+    remote_id: r.remote_id,
+    remote_platform: r.remote_platform,
+  };
+}
+
+const columns = sql`a.id, a.name, a.description, a.event_time, a.recorded_at, a.metric, a.contact, a.remote_id, a.remote_platform`;
+
+type PageQuery = { after: Position | null; direction: PageDirection; take: number };
+
+/** Reads of activities and timelines; every statement filters on shop_id. */
+export const activityStore = {
+  async get(db: Queryable, shopId: string, id: string): Promise<Activity | null> {
+    const rows = await db.query(sql`SELECT ${columns} FROM activities a WHERE a.shop_id = ${shopId} AND a.id = ${id}`);
+    return rows.length === 0 ? null : activityOf(rows[0]);
+  },
+
+  /** The shop's activities without a contact, newest recorded first (index activities_workspace). */
+  async workspacePage(db: Queryable, shopId: string, q: PageQuery) {
+    const bound =
+      q.after === null ? sql`` : q.direction === 'next' ? sql`AND (a.recorded_at, a.id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (a.recorded_at, a.id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
+    const order = q.direction === 'next' ? sql`ORDER BY a.recorded_at DESC, a.id DESC` : sql`ORDER BY a.recorded_at ASC, a.id ASC`;
+    const rows = await db.query(sql`
+      SELECT ${columns}, a.recorded_at::text AS pos FROM activities a
+      WHERE a.shop_id = ${shopId} AND a.contact_id IS NULL ${bound} ${order} LIMIT ${q.take}`);
+    return rows.map((r) => ({ activity: activityOf(r), position: [r.pos, r.id] as Position }));
+  },
+
+  async contactKnown(db: Queryable, shopId: string, contactId: string): Promise<boolean> {
+    const rows = await db.query(sql`
+      SELECT EXISTS (SELECT 1 FROM contacts WHERE shop_id = ${shopId} AND id = ${contactId})
+          OR EXISTS (SELECT 1 FROM contact_timeline WHERE shop_id = ${shopId} AND contact_id = ${contactId}) AS known`);
+    return rows[0].known === true;
+  },
+
+  /** A contact's activities, newest event_time first (index contact_timeline_order). */
+  async timelinePage(db: Queryable, shopId: string, contactId: string, q: PageQuery) {
+    const bound =
+      q.after === null ? sql`` : q.direction === 'next' ? sql`AND (t.event_time, t.activity_id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (t.event_time, t.activity_id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
+    const order = q.direction === 'next' ? sql`ORDER BY t.event_time DESC, t.activity_id DESC` : sql`ORDER BY t.event_time ASC, t.activity_id ASC`;
+    const rows = await db.query(sql`
+      SELECT ${columns}, t.event_time::text AS pos FROM contact_timeline t
+      JOIN activities a ON a.shop_id = t.shop_id AND a.id = t.activity_id
+      WHERE t.shop_id = ${shopId} AND t.contact_id = ${contactId} ${bound} ${order} LIMIT ${q.take}`);
+    return rows.map((r) => ({ activity: activityOf(r), position: [r.pos, r.id] as Position }));
+  },
+};

@@ -1,0 +1,101 @@
+import { Router, type Request } from 'express';
+import { z } from 'zod';
+import {
+  flowCreateSchema,
+  flowListQuerySchema,
+  flowPageSchema,
+  flowSchema,
+  flowTriggerPageSchema,
+  flowUpdateSchema,
+  pageQuerySchema,
+} from '@shopstream/contracts';
+import { ApiError, cursorSecretOr, jsonBody, keysetCursorCodec, keysetPage, validate } from '@shopstream/http';
+import type { OpenApiPart, Runtime } from '@shopstream/runtime';
+import { flowStore, strip, type Position } from './flowStore.js';
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const idParam = { name: 'id', in: 'path' as const, schema: z.uuid(), description: 'The flow id.' };
+
+/** A path id that is not a uuid cannot name a flow of this shop: the same 404 as an unknown one. */
+function flowId(req: Request): string {
+  const id = String(req.params.id);
+  if (!UUID.test(id)) throw new ApiError('not_found', 'No such flow in this shop.');
+  return id.toLowerCase();
+}
+
+const notFound = () => new ApiError('not_found', 'No such flow in this shop.');
+
+/** Flow management: `/flows/` and a flow's triggers. */
+export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart } {
+  const router = Router();
+  const codec = keysetCursorCodec(cursorSecretOr(rt.env.CURSOR_SECRET), z.tuple([z.string(), z.string()]) as z.ZodType<Position>);
+
+  router.post('/flows/', ...jsonBody('256kb'), async (req, res) => {
+    const body = validate(flowCreateSchema, req.body, 'The flow');
+    const flow = await flowStore.create(rt.db, req.shopId, body);
+    res.status(201).location(`${req.baseUrl}/flows/${flow.id}/`).json(flow);
+  });
+
+  router.get('/flows/', async (req, res) => {
+    const q = validate(flowListQuerySchema, req.query, 'The query');
+    const filters: Record<string, string> = q.status ? { status: q.status } : {};
+    const page = await keysetPage({
+      req,
+      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
+      codec,
+      cursor: q.cursor,
+      limit: q.limit ?? 100,
+      filters,
+      fetch: (p) => flowStore.page(rt.db, req.shopId, { ...p, status: q.status }),
+    });
+    res.json({ ...page, results: page.results.map(strip) });
+  });
+
+  router.get('/flows/:id/', async (req, res) => {
+    const flow = await flowStore.get(rt.db, req.shopId, flowId(req));
+    if (!flow) throw notFound();
+    res.json(flow);
+  });
+
+  router.patch('/flows/:id/', ...jsonBody('256kb'), async (req, res) => {
+    const id = flowId(req);
+    const body = validate(flowUpdateSchema, req.body, 'The flow update');
+    const flow = await flowStore.update(rt.db, req.shopId, id, body);
+    if (!flow) throw notFound();
+    res.json(flow);
+  });
+
+  router.delete('/flows/:id/', async (req, res) => {
+    if (!(await flowStore.remove(rt.db, req.shopId, flowId(req)))) throw notFound();
+    res.status(204).end();
+  });
+
+  router.get('/flows/:id/triggers/', async (req, res) => {
+    const id = flowId(req);
+    const q = validate(pageQuerySchema, req.query, 'The query');
+    if (!(await flowStore.get(rt.db, req.shopId, id))) throw notFound();
+    const page = await keysetPage({
+      req,
+      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
+      codec,
+      cursor: q.cursor,
+      limit: q.limit ?? 100,
+      filters: {},
+      fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p),
+    });
+    res.json({ ...page, results: page.results.map(strip) });
+  });
+
+  const tags = ['Flows'];
+  const openapi: OpenApiPart = {
+    operations: [
+      { method: 'post', path: '/v2026-04/flows/', summary: 'Create a flow', tags, body: flowCreateSchema, responses: { 201: { description: 'The flow.', schema: flowSchema, headers: { Location: 'The flow\'s URL.' } } }, errors: [400, 401, 403, 413, 415] },
+      { method: 'get', path: '/v2026-04/flows/', summary: 'List flows, newest first', tags, query: flowListQuerySchema, responses: { 200: { description: 'A page of flows.', schema: flowPageSchema } }, errors: [400, 401, 403] },
+      { method: 'get', path: '/v2026-04/flows/{id}/', summary: 'Get a flow', tags, params: [idParam], responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404] },
+      { method: 'patch', path: '/v2026-04/flows/{id}/', summary: 'Change a flow\'s name, status or trigger', description: 'A given trigger replaces the whole trigger. The matcher picks the change up within a few seconds.', tags, params: [idParam], body: flowUpdateSchema, responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404, 413, 415] },
+      { method: 'delete', path: '/v2026-04/flows/{id}/', summary: 'Delete a flow', tags, params: [idParam], responses: { 204: { description: 'Deleted: it no longer triggers.' } }, errors: [400, 401, 403, 404] },
+      { method: 'get', path: '/v2026-04/flows/{id}/triggers/', summary: 'A flow\'s triggers, newest first', tags, params: [idParam], query: pageQuerySchema, responses: { 200: { description: 'A page of triggers.', schema: flowTriggerPageSchema } }, errors: [400, 401, 403, 404] },
+    ],
+  };
+  return { router, openapi };
+}
