@@ -5,10 +5,13 @@ export const rfc3339 = z.iso.datetime({ offset: true });
 
 const MAX_PROPERTIES_BYTES = 64 * 1024;
 
+/** "Required." for a missing field instead of zod's "expected string, received undefined". */
+const required = { error: (issue: { input?: unknown }) => (issue.input === undefined ? 'Required.' : undefined) };
+
 export const metricInputSchema = z
   .strictObject({
-    metric_name: z.string().trim().min(1, 'Required, not empty.').max(255),
-    value: z.number().finite().optional(),
+    metric_name: z.string(required).trim().min(1, 'Required, not empty.').max(255),
+    value: z.number({ error: 'Must be a finite number.' }).optional(),
     additional_properties: z
       .record(z.string(), z.unknown())
       .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
@@ -20,7 +23,7 @@ export const metricInputSchema = z
     metric_object_id: z.uuid().optional(),
     metric_object_type: z.string().max(255).optional(),
     deduping_key: z.string().min(1).max(255).optional(),
-  })
+  }, required)
   .meta({ id: 'Metric' });
 export type MetricInput = z.infer<typeof metricInputSchema>;
 
@@ -39,7 +42,7 @@ export type ContactInput = z.infer<typeof contactInputSchema>;
 
 export const eventInputSchema = z
   .strictObject({
-    name: z.string().trim().min(1, 'Required, not empty.').max(255),
+    name: z.string(required).trim().min(1, 'Required, not empty.').max(255),
     metric: metricInputSchema,
     contact: contactInputSchema.optional(),
     description: z.string().max(10_000).optional(),
@@ -55,7 +58,7 @@ export const MAX_BULK_EVENTS = 100;
 /** The bulk body's outer shape; each item is validated on its own so one bad item fails alone. */
 export const bulkRequestSchema = z
   .strictObject({
-    events: z.array(z.unknown()).min(1, 'Give 1 to 100 events.').max(MAX_BULK_EVENTS, 'Give 1 to 100 events.'),
+    events: z.array(z.unknown(), required).min(1, 'Give 1 to 100 events.').max(MAX_BULK_EVENTS, 'Give 1 to 100 events.'),
   })
   .meta({ id: 'BulkEventsRequest' });
 
