@@ -1,0 +1,168 @@
+import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { loadEnv } from '@shopstream/config';
+import { fieldErrors, flowCreateSchema, type FlowCreate } from '@shopstream/contracts';
+import { DataDirLockedError, migrate, openDb, sql, type Db } from '@shopstream/db';
+
+export const usage = `Usage:
+  pnpm cli flows create --shop <uuid> --name <text> --metric <metric_name>
+                        [--where '<condition json>']... [--contact-where '<condition json>']... [--paused]
+  pnpm cli flows create --shop <uuid> --name <text> --trigger-json '<trigger json>' [--paused]
+      Creates an Activity Event flow; prints its id. A condition is {"field","op","value"}: --where tests
+      metric.additional_properties (dotted paths), --contact-where the contact's email, phone, remote_id,
+      name or id. Operators: eq neq contains not_contains starts_with ends_with gt gte lt lte in not_in
+      exists not_exists (no value for exists/not_exists, an array for in/not_in). All must hold.
+      Example: --where '{"field":"total","op":"gte","value":100}' --contact-where '{"field":"email","op":"ends_with","value":"@example.com"}'
+  pnpm cli flows list --shop <uuid>
+  pnpm cli flows pause <id> --shop <uuid>
+  pnpm cli flows resume <id> --shop <uuid>
+  pnpm cli flows delete <id> --shop <uuid>
+
+Running matchers pick a change up within FLOW_REFRESH_MS (default 2 s). Works on DATABASE_URL, or on the
+embedded database in DATA_DIR. The same operations exist over HTTP under /v2026-04/flows/.`;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+class UsageError extends Error {}
+
+function shopOf(v: string | undefined): string {
+  const shop = (v ?? '').trim().toLowerCase();
+  if (!UUID.test(shop)) throw new UsageError(shop ? `"${shop}" is not a shop id (a uuid).` : 'Give --shop <uuid>.');
+  return shop;
+}
+
+function parseJson(what: string, text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new UsageError(`${what} is not JSON: ${text}`);
+  }
+}
+
+function parseCreate(args: string[]): { shop: string; flow: FlowCreate } {
+  const { values } = parseArgs({
+    args,
+    options: {
+      shop: { type: 'string' },
+      name: { type: 'string' },
+      metric: { type: 'string' },
+      where: { type: 'string', multiple: true },
+      'contact-where': { type: 'string', multiple: true },
+      'trigger-json': { type: 'string' },
+      paused: { type: 'boolean' },
+    },
+    allowPositionals: false,
+  });
+  const shop = shopOf(values.shop);
+  const given = values['trigger-json'];
+  if (given !== undefined && (values.metric || values.where || values['contact-where'])) {
+    throw new UsageError('Give either --trigger-json or --metric with --where/--contact-where, not both.');
+  }
+  const trigger =
+    given !== undefined
+      ? parseJson('--trigger-json', given)
+      : {
+          metric_name: values.metric ?? '',
+          property_conditions: (values.where ?? []).map((w) => parseJson('--where', w)),
+          contact_conditions: (values['contact-where'] ?? []).map((w) => parseJson('--contact-where', w)),
+        };
+  const parsed = flowCreateSchema.safeParse({ name: values.name ?? '', status: values.paused ? 'paused' : 'active', trigger });
+  if (!parsed.success) {
+    const lines = Object.entries(fieldErrors(parsed.error)).map(([k, m]) => `  ${k}: ${m}`);
+    throw new UsageError(`The flow is not valid:\n${lines.join('\n')}`);
+  }
+  return { shop, flow: parsed.data };
+}
+
+function parseTarget(args: string[]): { id: string; shop: string } {
+  const { values, positionals } = parseArgs({ args, options: { shop: { type: 'string' } }, allowPositionals: true });
+  if (positionals.length !== 1 || !UUID.test(positionals[0])) throw new UsageError('Give exactly one flow id (a uuid, as `flows list` shows).');
+  return { id: positionals[0].toLowerCase(), shop: shopOf(values.shop) };
+}
+
+export async function run(args: string[]): Promise<number> {
+  const [sub, ...rest] = args;
+  try {
+    switch (sub) {
+      case 'create': {
+        const { shop, flow } = parseCreate(rest);
+        return await withDb(async (db) => {
+          const id = randomUUID();
+          await db.query(sql`
+            INSERT INTO flows (shop_id, id, name, status, metric_name, property_conditions, contact_conditions)
+            VALUES (${shop}, ${id}, ${flow.name}, ${flow.status}, ${flow.trigger.metric_name},
+                    ${JSON.stringify(flow.trigger.property_conditions)}::jsonb, ${JSON.stringify(flow.trigger.contact_conditions)}::jsonb)`);
+          console.log(`Created ${flow.status} flow "${flow.name}" on metric ${flow.trigger.metric_name} for shop ${shop}. Its id:`);
+          console.log(id);
+          return 0;
+        });
+      }
+      case 'list': {
+        const { values } = parseArgs({ args: rest, options: { shop: { type: 'string' } }, allowPositionals: false });
+        const shop = shopOf(values.shop);
+        return await withDb(async (db) => {
+          const rows = await db.query(sql`
+            SELECT id, name, status, metric_name, property_conditions, contact_conditions, created_at FROM flows
+            WHERE shop_id = ${shop} AND deleted_at IS NULL ORDER BY created_at DESC, id DESC`);
+          if (rows.length === 0) {
+            console.log('No flows in this shop yet. Create one with `pnpm cli flows create`.');
+            return 0;
+          }
+          const head = ['ID', 'STATUS', 'METRIC', 'CONDITIONS', 'NAME'];
+          const body = rows.map((r) => [r.id, r.status, r.metric_name, String(r.property_conditions.length + r.contact_conditions.length), r.name]);
+          const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+          console.log([head, ...body].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n'));
+          return 0;
+        });
+      }
+      case 'pause':
+      case 'resume':
+      case 'delete': {
+        const { id, shop } = parseTarget(rest);
+        return await withDb(async (db) => {
+          const rows =
+            sub === 'delete'
+              ? await db.query(sql`UPDATE flows SET deleted_at = now(), updated_at = now() WHERE shop_id = ${shop} AND id = ${id} AND deleted_at IS NULL RETURNING id`)
+              : await db.query(sql`
+                  UPDATE flows SET status = ${sub === 'pause' ? 'paused' : 'active'}, updated_at = now()
+                  WHERE shop_id = ${shop} AND id = ${id} AND deleted_at IS NULL RETURNING id`);
+          if (rows.length === 0) {
+            console.error(`No flow ${id} in shop ${shop}.`);
+            return 1;
+          }
+          console.log(`${sub === 'delete' ? 'Deleted' : sub === 'pause' ? 'Paused' : 'Resumed'} flow ${id}. Running matchers follow within FLOW_REFRESH_MS.`);
+          return 0;
+        });
+      }
+      default:
+        throw new UsageError(sub ? `Unknown flows command "${sub}".` : 'Say what to do with flows.');
+    }
+  } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (e instanceof UsageError || code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' || code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
+      console.error(`${(e as Error).message}\n\n${usage}`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+/** Only the database: flows are rows the matchers reload on their own. */
+async function withDb(fn: (db: Db) => Promise<number>): Promise<number> {
+  const env = loadEnv();
+  let db: Db;
+  try {
+    db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' } : { dataDir: env.DATA_DIR });
+  } catch (e) {
+    if (e instanceof DataDirLockedError) {
+      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: stop it and run this command, or use the HTTP API (/v2026-04/flows/).`);
+    }
+    throw e;
+  }
+  try {
+    await migrate(db);
+    return await fn(db);
+  } finally {
+    await db.close();
+  }
+}
