@@ -31,8 +31,10 @@ export interface KeysetPageOptions<Row extends { position: P }, P> {
   /** The `cursor` query parameter, if given. */
   cursor: string | undefined;
   limit: number;
-  /** The request's filters (query parameters other than limit and cursor): pinned in the cursor, repeated in links. */
+  /** What the listing is filtered by (query and path parameters): pinned in the cursor. */
   filters: Record<string, string>;
+  /** The query parameters the links repeat besides limit and cursor. Default: `filters`. */
+  query?: Record<string, string>;
   /**
    * At most `take` rows strictly after `after` in page order (direction next), or strictly before it,
    * nearest first, i.e. in reverse page order (direction previous). `after` null: from the start.
@@ -70,7 +72,7 @@ export async function keysetPage<Row extends { position: P }, P>(o: KeysetPageOp
   const base = baseUrlOf(o.req, o.publicBaseUrl);
   const path = o.req.originalUrl.split('?')[0];
   const link = (direction: PageDirection, position: P) =>
-    pageLink(base, path, { ...o.filters, limit: o.limit, cursor: o.codec.encode({ position, direction, filters: o.filters }) });
+    pageLink(base, path, { ...(o.query ?? o.filters), limit: o.limit, cursor: o.codec.encode({ position, direction, filters: o.filters }) });
   const first = page[0];
   const last = page[page.length - 1];
   // Going forward there is a page before whenever we came from a cursor; going back, one after.

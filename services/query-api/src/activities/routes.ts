@@ -47,6 +47,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
       cursor: q.cursor,
       limit: q.limit ?? 100,
       filters: { contact_id: contactId.toLowerCase() },
+      query: {},
       fetch: (p) => activityStore.timelinePage(rt.db, req.shopId, contactId.toLowerCase(), p),
     });
     res.json({ ...page, results: page.results.map((r) => r.activity) });
