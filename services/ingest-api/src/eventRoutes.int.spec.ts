@@ -1,0 +1,412 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKafkaBus, type BusRecord } from '@shopstream/bus';
+import { sql } from '@shopstream/db';
+import { testInfra } from '@shopstream/testkit';
+import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import type { Runtime } from '@shopstream/runtime';
+import { activityId, activityKey } from './activityId.js';
+import { startIngestApi } from './index.js';
+
+let rt: Runtime;
+let server: TestServer;
+
+beforeAll(async () => {
+  // A short key cache, so a revoked key is refused within the test's patience.
+  rt = await startTestRuntime({ API_KEY_CACHE_TTL_MS: '200' }, 'ingest-routes');
+  server = await startTestServer(rt, [await startIngestApi(rt)]);
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  body: any;
+}
+
+async function post(path: string, body: unknown, headers: Record<string, string>, raw = false, base = server.baseUrl): Promise<Answer> {
+  const res = await fetch(`${base}/v2026-04${path}`, { method: 'POST', headers, body: raw ? (body as string) : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text ? JSON.parse(text) : undefined };
+}
+
+const event = (over: Record<string, unknown> = {}) => ({ name: 'Placed Order', metric: { metric_name: 'placed_order', value: 42.5 }, ...over });
+
+/** The error body, with the request id the response header carries. */
+function expectError(a: Answer, status: number, code: string, fields: Record<string, unknown>) {
+  expect(a.status).toBe(status);
+  expect(a.body).toEqual({ error: { code, message: expect.any(String), request_id: a.headers.get('x-request-id'), fields } });
+}
+
+/**
+ * The shop's records on `events`, read until `until` holds. A consumer may be handed a record again
+ * (at-least-once, e.g. around a rebalance), so records are told apart by partition and offset.
+ */
+async function shopRecords(shopId: string, until: (mine: BusRecord[]) => boolean): Promise<BusRecord[]> {
+  const mine = (rs: BusRecord[]) => {
+    const seen = new Map<string, BusRecord>();
+    for (const r of rs) if (r.key === shopId) seen.set(`${r.partition}:${r.offset}`, r);
+    return [...seen.values()].sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1));
+  };
+  return mine(await readTopic(rt, rt.topics.events, (rs) => until(mine(rs))));
+}
+
+describe('errors of the event endpoints', () => {
+  it('401 unauthorized without a key, with an unknown key, with a malformed header', async () => {
+    const shop = await createTestShop(rt);
+    const { authorization: _a, ...noKey } = shop.headers;
+    expectError(await post('/events/', event(), noKey), 401, 'unauthorized', { authorization: 'Missing or malformed.' });
+    expectError(await post('/events/', event(), { ...noKey, authorization: 'Basic abc' }), 401, 'unauthorized', { authorization: 'Missing or malformed.' });
+    expectError(await post('/events/bulk/', { events: [event()] }, { ...noKey, authorization: 'Bearer ssk_nope' }), 401, 'unauthorized', {
+      authorization: 'Unknown or revoked key.',
+    });
+  });
+
+  it('401 unauthorized once a key is revoked (after the key cache expires)', async () => {
+    const shopId = randomUUID();
+    const { id, secret } = await rt.apiKeys.create([shopId], 'to revoke');
+    const headers = { authorization: `Bearer ${secret}`, 'x-shop-id': shopId, 'content-type': 'application/json' };
+    expect((await post('/events/', event(), headers)).status).toBe(202);
+    expect(await rt.apiKeys.revoke(id)).toBe(true);
+    const refused = await waitFor(async () => {
+      const a = await post('/events/', event(), headers);
+      return a.status === 401 ? a : undefined;
+    }, { timeoutMs: 10_000, message: 'revoked key refused' });
+    expectError(refused, 401, 'unauthorized', { authorization: 'Unknown or revoked key.' });
+  });
+
+  it('400 invalid_shop when X-Shop-Id is missing or not a uuid', async () => {
+    const shop = await createTestShop(rt);
+    const { 'x-shop-id': _s, ...noShop } = shop.headers;
+    expectError(await post('/events/', event(), noShop), 400, 'invalid_shop', { 'x-shop-id': 'Required.' });
+    expectError(await post('/events/bulk/', { events: [event()] }, { ...noShop, 'x-shop-id': 'shop-1' }), 400, 'invalid_shop', { 'x-shop-id': 'Must be a uuid.' });
+  });
+
+  it('403 forbidden for a key of shop A on shop B', async () => {
+    const a = await createTestShop(rt);
+    const b = await createTestShop(rt);
+    expectError(await post('/events/', event(), { ...a.headers, 'x-shop-id': b.shopId }), 403, 'forbidden', { 'x-shop-id': 'Not granted to this key.' });
+    expectError(await post('/events/bulk/', { events: [event()] }, { ...a.headers, 'x-shop-id': b.shopId }), 403, 'forbidden', {
+      'x-shop-id': 'Not granted to this key.',
+    });
+  });
+
+  it('415 unsupported_media_type for a body that is not application/json', async () => {
+    const { headers } = await createTestShop(rt);
+    for (const path of ['/events/', '/events/bulk/']) {
+      expectError(await post(path, JSON.stringify(event()), { ...headers, 'content-type': 'text/plain' }, true), 415, 'unsupported_media_type', {
+        'content-type': 'Must be application/json.',
+      });
+    }
+  });
+
+  it('400 invalid_json for a body that does not parse', async () => {
+    const { headers } = await createTestShop(rt);
+    expectError(await post('/events/', '{"name": "x", "metric": ', headers, true), 400, 'invalid_json', {});
+    expectError(await post('/events/bulk/', '{"events": [}', headers, true), 400, 'invalid_json', {});
+  });
+
+  it('413 payload_too_large above 1 MiB (single) and 10 MiB (bulk); just under the bulk limit is taken', async () => {
+    const { headers } = await createTestShop(rt);
+    const padded = (bytes: number) => {
+      const base = JSON.stringify(event({ description: '' }));
+      return base.replace('"description":""', `"description":"${'x'.repeat(bytes - base.length)}"`);
+    };
+    const single = padded(1024 * 1024 + 1);
+    expect(Buffer.byteLength(single)).toBe(1024 * 1024 + 1);
+    expectError(await post('/events/', single, headers, true), 413, 'payload_too_large', {});
+
+    const bulkOf = (bytes: number) => {
+      const base = JSON.stringify({ events: [event()], pad: '' });
+      return base.replace('"pad":""', `"pad":"${'x'.repeat(bytes - base.length)}"`);
+    };
+    expectError(await post('/events/bulk/', bulkOf(10 * 1024 * 1024 + 1), headers, true), 413, 'payload_too_large', {});
+    // Exactly 10 MiB passes the limit and reaches validation (the padding is an unknown field).
+    expectError(await post('/events/bulk/', bulkOf(10 * 1024 * 1024), headers, true), 400, 'validation_error', { pad: 'Unknown field.' });
+  });
+
+  it('400 validation_error with the field paths of each problem (single)', async () => {
+    const { headers } = await createTestShop(rt);
+    const cases: [unknown, Record<string, string>][] = [
+      [event({ colour: 'red' }), { colour: 'Unknown field.' }],
+      [event({ metric: { metric_name: 'a', foo: 1 } }), { 'metric.foo': 'Unknown field.' }],
+      [{ metric: { metric_name: 'a' } }, { name: 'Required.' }],
+      [{ name: 'x' }, { metric: 'Required.' }],
+      [event({ name: '   ' }), { name: 'Required, not empty.' }],
+      [event({ metric: { metric_name: '' } }), { 'metric.metric_name': 'Required, not empty.' }],
+      [event({ metric: { metric_name: 'a', value: '3' } }), { 'metric.value': 'Must be a finite number.' }],
+      [event({ metric: { metric_name: 'a', context_object_id: 'nope' } }), { 'metric.context_object_id': 'Invalid UUID' }],
+      [event({ contact: { phone: '12345' } }), { 'contact.phone': 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.' }],
+      [event({ contact: { name: 'Ann' } }), { contact: 'Give at least one of email, phone, remote_id.' }],
+      [event({ contact: { email: 'not-an-email' } }), { 'contact.email': 'Invalid email address' }],
+      [event({ event_time: '2026-04-01T10:00:00' }), { event_time: 'Invalid ISO datetime' }],
+      [[event()], { '(body)': 'Invalid input: expected object, received array' }],
+    ];
+    for (const [body, fields] of cases) expectError(await post('/events/', body, headers), 400, 'validation_error', fields);
+    // JSON has no Infinity, but 1e400 parses to it.
+    expectError(await post('/events/', '{"name":"x","metric":{"metric_name":"a","value":1e400}}', headers, true), 400, 'validation_error', {
+      'metric.value': 'Must be a finite number.',
+    });
+  });
+
+  it('400 validation_error for a bulk body that is not {events: [1..100 items]}', async () => {
+    const { headers } = await createTestShop(rt);
+    const cases: [unknown, Record<string, string>][] = [
+      [{ events: [] }, { events: 'Give 1 to 100 events.' }],
+      [{ events: Array.from({ length: 101 }, () => event()) }, { events: 'Give 1 to 100 events.' }],
+      [[event()], { '(body)': 'Invalid input: expected object, received array' }],
+      ['events', { '(body)': 'Invalid input: expected object, received string' }],
+      [{}, { events: 'Required.' }],
+      [{ events: event() }, { events: 'Invalid input: expected array, received object' }],
+      [{ events: [event()], dry_run: true }, { dry_run: 'Unknown field.' }],
+    ];
+    for (const [body, fields] of cases) expectError(await post('/events/bulk/', body, headers), 400, 'validation_error', fields);
+  });
+
+  it('a request that fails validation writes nothing to the log', async () => {
+    const shop = await createTestShop(rt);
+    expect((await post('/events/', event({ name: '' }), shop.headers)).status).toBe(400);
+    expect((await post('/events/bulk/', { events: [] }, shop.headers)).status).toBe(400);
+    // Records of one shop share a partition, in order: once the marker is read, anything before it was too.
+    const marker = await post('/events/', event({ name: 'marker' }), shop.headers);
+    const mine = await shopRecords(shop.shopId, (rs) => rs.some((r) => json(r).activity_id === marker.body.activity_id));
+    expect(mine.map((r) => json(r).name)).toEqual(['marker']);
+  });
+});
+
+describe('recording', () => {
+  it('single: 202 {activity_id}; the record on `events` carries the event, keyed and labelled by shop', async () => {
+    const shop = await createTestShop(rt);
+    const before = Date.now();
+    const a = await post('/events/', event({ description: 'Order #1' }), shop.headers);
+    expect(a.status).toBe(202);
+    expect(a.body).toEqual({ activity_id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/) });
+    const [r] = await shopRecords(shop.shopId, (rs) => rs.length >= 1);
+    expect(r.key).toBe(shop.shopId);
+    expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v1', shop_id: shop.shopId });
+    const v = json(r);
+    expect(v).toEqual({
+      activity_id: a.body.activity_id,
+      shop_id: shop.shopId,
+      activity_key: null,
+      name: 'Placed Order',
+      description: 'Order #1',
+      event_time: v.received_at,
+      received_at: expect.any(String),
+      remote_id: null,
+      remote_platform: null,
+      metric: {
+        metric_name: 'placed_order',
+        value: 42.5,
+        additional_properties: {},
+        context_object_id: null,
+        context_object_type: null,
+        metric_object_id: null,
+        metric_object_type: null,
+        deduping_key: null,
+      },
+      contact: null,
+      request_id: a.headers.get('x-request-id'),
+    });
+    // event_time defaults to the arrival of the request.
+    expect(Date.parse(v.received_at)).toBeGreaterThanOrEqual(before - 1);
+    expect(Date.parse(v.received_at)).toBeLessThanOrEqual(Date.now());
+  });
+
+  it('bulk: valid items are written in order, invalid ones answer with their index and error', async () => {
+    const shop = await createTestShop(rt);
+    const ctx = randomUUID();
+    const events = [
+      event({ event_time: '2026-04-01T10:00:00+02:00', remote_id: 'ord-1', remote_platform: 'shopify', contact: { email: ' Ann@Example.COM ', name: 'Ann' } }),
+      { metric: { metric_name: 'x' } },
+      event({ metric: { metric_name: 'viewed', additional_properties: { sku: 'A-1', tags: ['x'] }, context_object_id: ctx, context_object_type: 'product', deduping_key: 'v-1' } }),
+      event({ contact: { phone: '555' } }),
+    ];
+    const a = await post('/events/bulk/', { events }, shop.headers);
+    expect(a.status).toBe(200);
+    const requestId = a.headers.get('x-request-id');
+    const contactId = a.body.results[0].event?.contact?.id;
+    expect(a.body).toEqual({
+      results: [
+        { index: 0, status: 'success', event: { activity_id: activityId(shop.shopId, activityKey({ remote_id: 'ord-1', remote_platform: 'shopify', metric: { metric_name: 'placed_order' } })), contact: { id: contactId, email: 'ann@example.com' } } },
+        { index: 1, status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', request_id: requestId, fields: { name: 'Required.' } } },
+        { index: 2, status: 'success', event: { activity_id: activityId(shop.shopId, JSON.stringify(['dedupe', 'viewed', 'v-1'])) } },
+        {
+          index: 3,
+          status: 'error',
+          error: {
+            code: 'validation_error',
+            message: 'The event is not valid.',
+            request_id: requestId,
+            fields: { 'contact.phone': 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.' },
+          },
+        },
+      ],
+    });
+    const mine = await shopRecords(shop.shopId, (rs) => rs.length >= 2);
+    expect(mine).toHaveLength(2);
+    for (const r of mine) expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v1', shop_id: shop.shopId });
+    const [first, second] = mine.map(json);
+    expect(first).toMatchObject({
+      activity_id: a.body.results[0].event.activity_id,
+      activity_key: JSON.stringify(['remote', 'shopify', 'ord-1']),
+      event_time: '2026-04-01T10:00:00+02:00',
+      remote_id: 'ord-1',
+      remote_platform: 'shopify',
+      contact: { id: contactId, email: 'ann@example.com', phone: null, remote_id: null, name: 'Ann' },
+      request_id: requestId,
+    });
+    expect(second).toMatchObject({
+      activity_id: a.body.results[2].event.activity_id,
+      activity_key: JSON.stringify(['dedupe', 'viewed', 'v-1']),
+      event_time: second.received_at,
+      contact: null,
+      metric: {
+        metric_name: 'viewed',
+        value: null,
+        additional_properties: { sku: 'A-1', tags: ['x'] },
+        context_object_id: ctx,
+        context_object_type: 'product',
+        metric_object_id: null,
+        metric_object_type: null,
+        deduping_key: 'v-1',
+      },
+    });
+  });
+});
+
+describe('replays', () => {
+  it('the same remote_id twice: one activity id; again within one bulk request: one record', async () => {
+    const shop = await createTestShop(rt);
+    const keyed = event({ remote_id: 'r-1' });
+    const one = await post('/events/', keyed, shop.headers);
+    const two = await post('/events/', { ...keyed, name: 'Changed name' }, shop.headers);
+    const expected = activityId(shop.shopId, JSON.stringify(['remote', '', 'r-1']));
+    expect([one.status, two.status]).toEqual([202, 202]);
+    expect([one.body, two.body]).toEqual([{ activity_id: expected }, { activity_id: expected }]);
+    // A different platform is another key.
+    const other = await post('/events/', event({ remote_id: 'r-1', remote_platform: 'shopify' }), shop.headers);
+    expect(other.body.activity_id).not.toBe(expected);
+    expect(other.body.activity_id).toBe(activityId(shop.shopId, JSON.stringify(['remote', 'shopify', 'r-1'])));
+
+    const bulk = await post('/events/bulk/', { events: [event({ remote_id: 'b-1', name: 'first' }), event({ remote_id: 'b-1', name: 'second' }), event({ name: 'after' })] }, shop.headers);
+    const b1 = activityId(shop.shopId, JSON.stringify(['remote', '', 'b-1']));
+    expect(bulk.body.results.map((r: any) => [r.status, r.event.activity_id])).toEqual([
+      ['success', b1],
+      ['success', b1],
+      ['success', bulk.body.results[2].event.activity_id],
+    ]);
+    const mine = await shopRecords(shop.shopId, (rs) => rs.some((r) => json(r).name === 'after'));
+    // Across requests each one is written (the projector keeps the first); within one request, only the first.
+    expect(mine.map((r) => [json(r).activity_id, json(r).name])).toEqual([
+      [expected, 'Placed Order'],
+      [expected, 'Changed name'],
+      [other.body.activity_id, 'Placed Order'],
+      [b1, 'first'],
+      [bulk.body.results[2].event.activity_id, 'after'],
+    ]);
+  });
+
+  it('the same deduping_key and metric_name: one activity id and one record per request; another metric_name is another activity', async () => {
+    const shop = await createTestShop(rt);
+    const d = (metric_name: string, name: string) => event({ name, metric: { metric_name, deduping_key: 'k-1' } });
+    const bulk = await post('/events/bulk/', { events: [d('clicked', 'a'), d('clicked', 'b'), d('opened', 'c')] }, shop.headers);
+    const clicked = activityId(shop.shopId, JSON.stringify(['dedupe', 'clicked', 'k-1']));
+    const opened = activityId(shop.shopId, JSON.stringify(['dedupe', 'opened', 'k-1']));
+    expect(bulk.body.results.map((r: any) => r.event.activity_id)).toEqual([clicked, clicked, opened]);
+    const single = await post('/events/', d('clicked', 'd'), shop.headers);
+    expect(single.body).toEqual({ activity_id: clicked });
+    const mine = await shopRecords(shop.shopId, (rs) => rs.some((r) => json(r).name === 'd'));
+    expect(mine.map((r) => [json(r).activity_id, json(r).name])).toEqual([
+      [clicked, 'a'],
+      [opened, 'c'],
+      [clicked, 'd'],
+    ]);
+  });
+
+  it('remote_id wins over deduping_key as the key', async () => {
+    const shop = await createTestShop(rt);
+    const a = await post('/events/', event({ remote_id: 'x', metric: { metric_name: 'm', deduping_key: 'k' } }), shop.headers);
+    expect(a.body.activity_id).toBe(activityId(shop.shopId, JSON.stringify(['remote', '', 'x'])));
+  });
+
+  it('two unkeyed events get two ids', async () => {
+    const shop = await createTestShop(rt);
+    const a = await post('/events/', event(), shop.headers);
+    const b = await post('/events/', event(), shop.headers);
+    expect(a.body.activity_id).not.toBe(b.body.activity_id);
+    const bulk = await post('/events/bulk/', { events: [event(), event()] }, shop.headers);
+    const [x, y] = bulk.body.results.map((r: any) => r.event.activity_id);
+    expect(new Set([a.body.activity_id, b.body.activity_id, x, y]).size).toBe(4);
+  });
+
+  it('the same key in another shop is another activity', async () => {
+    const s1 = await createTestShop(rt);
+    const s2 = await createTestShop(rt);
+    const a = await post('/events/', event({ remote_id: 'same' }), s1.headers);
+    const b = await post('/events/', event({ remote_id: 'same' }), s2.headers);
+    expect(a.body.activity_id).not.toBe(b.body.activity_id);
+  });
+
+  it('a replay with another contact: same activity id, the contact resolved for this request', async () => {
+    const shop = await createTestShop(rt);
+    const a = await post('/events/', event({ remote_id: 'o-9', contact: { email: 'first@example.com' } }), shop.headers);
+    const b = await post('/events/', event({ remote_id: 'o-9', contact: { email: 'second@example.com' } }), shop.headers);
+    expect(b.body.activity_id).toBe(a.body.activity_id);
+    expect(a.body.contact).toEqual({ id: expect.any(String), email: 'first@example.com' });
+    expect(b.body.contact).toEqual({ id: expect.any(String), email: 'second@example.com' });
+    expect(b.body.contact.id).not.toBe(a.body.contact.id);
+  });
+});
+
+describe('when Kafka cannot take the write', () => {
+  it('503 unavailable with Retry-After, no item reported accepted, nothing on the log', async () => {
+    const shop = await createTestShop(rt);
+    // A real Kafka producer whose connection is gone: it has written once, then its connection was
+    // closed, so the next send fails as one to a broker that went away does (openRuntime cannot start
+    // on a dead port: it creates the topics first).
+    const deadBus = await createKafkaBus({
+      brokers: testInfra().kafkaBrokers,
+      clientId: 'ingest-dead',
+      replicationFactor: 1,
+      logger: rt.logger,
+      publishTimeoutMs: 1_000,
+    });
+    await deadBus.publish(rt.topics.dlq(rt.topics.events), [{ key: 'warm-up', value: '{}' }]);
+    await deadBus.close();
+    const deadRt: Runtime = { ...rt, bus: deadBus, close: async () => {} };
+    const dead = await startTestServer(deadRt, [await startIngestApi(deadRt)]);
+    try {
+      const metricBefore = await unavailableCount();
+      const single = await post('/events/', event({ contact: { email: 'kafka-down@example.com' } }), shop.headers, false, dead.baseUrl);
+      expectError(single, 503, 'unavailable', {});
+      expect(single.headers.get('retry-after')).toBe('5');
+      const bulk = await post('/events/bulk/', { events: [event({ name: 'lost' }), { bad: 1 }] }, shop.headers, false, dead.baseUrl);
+      expectError(bulk, 503, 'unavailable', {});
+      expect(bulk.headers.get('retry-after')).toBe('5');
+      expect(await unavailableCount()).toBe(metricBefore + 2);
+    } finally {
+      await dead.stop();
+    }
+    const marker = await post('/events/', event({ name: 'marker' }), shop.headers);
+    const mine = await shopRecords(shop.shopId, (rs) => rs.some((r) => json(r).activity_id === marker.body.activity_id));
+    expect(mine.map((r) => json(r).name)).toEqual(['marker']);
+  });
+});
+
+async function unavailableCount(): Promise<number> {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const lines = text.split('\n').filter((l) => l.startsWith('shopstream_ingest_events_total{') && l.includes('outcome="unavailable"'));
+  return lines.reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+}
+
+describe('the database is not touched for events without a contact', () => {
+  it('a bulk request without contacts creates no contact row', async () => {
+    const shop = await createTestShop(rt);
+    expect((await post('/events/bulk/', { events: [event(), event()] }, shop.headers)).status).toBe(200);
+    expect(await rt.db.query(sql`SELECT count(*)::int AS n FROM contacts WHERE shop_id = ${shop.shopId}`)).toEqual([{ n: 0 }]);
+  });
+});
