@@ -29,6 +29,13 @@ interface Plan {
 const MAX_ROUNDS = 5;
 
 const UNIQUE_VIOLATION = '23505';
+const DEADLOCK_DETECTED = '40P01';
+
+/** A write that lost to a concurrent one; the next round reads what that one wrote and plans again. */
+const lostRace = (e: unknown): boolean => {
+  const code = (e as { code?: string }).code;
+  return code === UNIQUE_VIOLATION || code === DEADLOCK_DETECTED;
+};
 
 /**
  * Resolves each query to a contact of the shop, creating the ones that do not exist, in a few queries for
@@ -45,7 +52,11 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
     const existing = await selectContacts(db, shopId, queries);
     const plan = planResolution(existing, queries);
     if (plan.creates.length > 0) {
-      const inserted = await db.query(sql`
+      // One order for every caller, so two lists inserting the same identities rarely wait on each other in a cycle.
+      plan.creates.sort((x, y) => sortKey(x).localeCompare(sortKey(y)));
+      let inserted: unknown[];
+      try {
+        inserted = await db.query(sql`
         INSERT INTO contacts (shop_id, id, email, phone, remote_id, name)
         VALUES ${sql.join(
           plan.creates.map((c) => sql`(${shopId}, ${c.id}, ${c.email}, ${c.phone}, ${c.remote_id}, ${c.name})`),
@@ -53,6 +64,10 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
         )}
         ON CONFLICT DO NOTHING
         RETURNING id`);
+      } catch (e) {
+        if (lostRace(e)) continue;
+        throw e;
+      }
       // Someone created one of these identities meanwhile: read again and use theirs.
       if (inserted.length < plan.creates.length) continue;
     }
@@ -62,7 +77,7 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
         rows = await applyGains(db, shopId, plan.updates);
       } catch (e) {
         // Another contact took one of these identifiers meanwhile: it holds it now, so read again.
-        if ((e as { code?: string }).code === UNIQUE_VIOLATION) continue;
+        if (lostRace(e)) continue;
         throw e;
       }
       for (const row of rows) {
@@ -82,6 +97,8 @@ interface Row {
   remote_id: string | null;
   name: string | null;
 }
+
+const sortKey = (c: Planned): string => `${c.email ?? ''}\u0000${c.phone ?? ''}\u0000${c.remote_id ?? ''}`;
 
 const toContact = (r: Row): ResolvedContact => ({ id: r.id, email: r.email, phone: r.phone, remote_id: r.remote_id, name: r.name });
 

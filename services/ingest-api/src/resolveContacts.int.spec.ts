@@ -1,0 +1,137 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '@shopstream/db';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import type { Runtime } from '@shopstream/runtime';
+import { startIngestApi } from './index.js';
+import { resolveContacts } from './resolveContacts.js';
+
+let rt: Runtime;
+let server: TestServer;
+
+beforeAll(async () => {
+  rt = await startTestRuntime({}, 'ingest-contacts');
+  server = await startTestServer(rt, [await startIngestApi(rt)]);
+});
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+const rowsOf = (shopId: string) =>
+  rt.db.query(sql`SELECT id, email, phone, remote_id, name FROM contacts WHERE shop_id = ${shopId} ORDER BY created_at, id`);
+
+async function insertContact(shopId: string, c: { email?: string; phone?: string; remote_id?: string; name?: string }): Promise<string> {
+  const id = randomUUID();
+  await rt.db.query(sql`INSERT INTO contacts (shop_id, id, email, phone, remote_id, name) VALUES (${shopId}, ${id}, ${c.email ?? null}, ${c.phone ?? null}, ${c.remote_id ?? null}, ${c.name ?? null})`);
+  return id;
+}
+
+async function postEvent(headers: Record<string, string>, contact: Record<string, string>) {
+  const res = await fetch(`${server.baseUrl}/v2026-04/events/`, {
+    method: 'POST',
+    headers,
+    body: JSON.stringify({ name: 'Signed Up', metric: { metric_name: 'signed_up' }, contact }),
+  });
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe('concurrent first requests for one identity', () => {
+  it('20 concurrent requests for one new email create ONE contact, and all 20 answers carry its id', async () => {
+    const shop = await createTestShop(rt);
+    const answers = await Promise.all(Array.from({ length: 20 }, () => postEvent(shop.headers, { email: 'new@example.com' })));
+    const rows = await rowsOf(shop.shopId);
+    expect(rows).toEqual([{ id: expect.any(String), email: 'new@example.com', phone: null, remote_id: null, name: null }]);
+    expect(answers.map((a) => a.status)).toEqual(Array(20).fill(202));
+    expect(answers.map((a) => a.body.contact)).toEqual(Array(20).fill({ id: rows[0].id, email: 'new@example.com' }));
+  });
+
+  it('20 concurrent resolutions of one identity with three identifiers, some in bulk-sized lists, settle on one contact', async () => {
+    const shopId = randomUUID();
+    const q = { email: 'trio@example.com', phone: '+14155552671', remote_id: 'crm-7' };
+    const results = await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        // Each caller knows a different part of the identity first; every one names the email.
+        resolveContacts(rt.db, shopId, i % 2 === 0 ? [{ email: q.email }, q] : [{ phone: q.phone, email: q.email }, { remote_id: q.remote_id, email: q.email }]),
+      ),
+    );
+    const rows = await rowsOf(shopId);
+    expect(rows).toEqual([{ id: expect.any(String), ...q, name: null }]);
+    for (const r of results) expect(r.map((c) => c.id)).toEqual([rows[0].id, rows[0].id]);
+  });
+
+  it('concurrent lists naming the same new identities in opposite orders create each once', async () => {
+    const shopId = randomUUID();
+    const emails = Array.from({ length: 10 }, (_, i) => `p${i}@example.com`);
+    const results = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => resolveContacts(rt.db, shopId, (i % 2 === 0 ? emails : [...emails].reverse()).map((email) => ({ email })))),
+    );
+    const rows = await rowsOf(shopId);
+    expect(rows.map((r: any) => r.email).sort()).toEqual(emails);
+    const idOf = new Map(rows.map((r: any) => [r.email, r.id]));
+    results.forEach((r, i) => expect(r.map((c) => c.id)).toEqual((i % 2 === 0 ? emails : [...emails].reverse()).map((e) => idOf.get(e))));
+  });
+});
+
+describe('resolution order and identifier gaining', () => {
+  it('remote_id first, then email, then phone; a match gains only what no other contact holds', async () => {
+    const shopId = randomUUID();
+    const a = await insertContact(shopId, { remote_id: 'r-a' });
+    const b = await insertContact(shopId, { email: 'b@example.com' });
+    const c = await insertContact(shopId, { phone: '+442079460958' });
+
+    const [byRemote, byEmail, byPhone] = await resolveContacts(rt.db, shopId, [
+      // Matches A by remote_id; B holds the email, so A does not gain it.
+      { remote_id: 'r-a', email: 'b@example.com' },
+      // Matches B by email; C holds the phone, so B does not gain it.
+      { email: 'b@example.com', phone: '+442079460958' },
+      // Matches C by phone (the email is nobody's): C gains the email.
+      { email: 'c@example.com', phone: '+442079460958', name: 'Cee' },
+    ]);
+    expect(byRemote).toEqual({ id: a, remote_id: 'r-a', email: null, phone: null, name: null });
+    expect(byEmail).toEqual({ id: b, remote_id: null, email: 'b@example.com', phone: null, name: null });
+    expect(byPhone).toEqual({ id: c, remote_id: null, email: 'c@example.com', phone: '+442079460958', name: 'Cee' });
+    expect(await rowsOf(shopId)).toEqual([
+      { id: a, remote_id: 'r-a', email: null, phone: null, name: null },
+      { id: b, remote_id: null, email: 'b@example.com', phone: null, name: null },
+      { id: c, remote_id: null, email: 'c@example.com', phone: '+442079460958', name: 'Cee' },
+    ]);
+  });
+
+  it('a contact keeps the identifiers and the name it has: only empty ones are filled', async () => {
+    const shopId = randomUUID();
+    const id = await insertContact(shopId, { email: 'keep@example.com', phone: '+14155552671', name: 'Old' });
+    const [r] = await resolveContacts(rt.db, shopId, [{ email: 'keep@example.com', phone: '+12025550143', remote_id: 'crm-1', name: 'New' }]);
+    expect(r).toEqual({ id, email: 'keep@example.com', phone: '+14155552671', remote_id: 'crm-1', name: 'Old' });
+    expect(await rowsOf(shopId)).toEqual([{ id, email: 'keep@example.com', phone: '+14155552671', remote_id: 'crm-1', name: 'Old' }]);
+  });
+
+  it('queries of one list that share an identifier share one new contact, which gains what the later ones add', async () => {
+    const shopId = randomUUID();
+    const [x, y, z] = await resolveContacts(rt.db, shopId, [{ email: 'x@example.com' }, { email: 'x@example.com', phone: '+14155552671' }, { phone: '+12025550143' }]);
+    const rows = await rowsOf(shopId);
+    expect(rows).toHaveLength(2);
+    const shared = rows.find((r: any) => r.email === 'x@example.com');
+    expect(shared).toEqual({ id: expect.any(String), email: 'x@example.com', phone: '+14155552671', remote_id: null, name: null });
+    expect([x.id, y.id]).toEqual([shared.id, shared.id]);
+    expect(z).toEqual({ id: rows.find((r: any) => r.phone === '+12025550143').id, email: null, phone: '+12025550143', remote_id: null, name: null });
+  });
+
+  it('contacts are per shop: the same email in two shops is two contacts', async () => {
+    const [s1, s2] = [randomUUID(), randomUUID()];
+    const [a] = await resolveContacts(rt.db, s1, [{ email: 'same@example.com' }]);
+    const [b] = await resolveContacts(rt.db, s2, [{ email: 'same@example.com' }]);
+    expect(a.id).not.toBe(b.id);
+    expect(await rowsOf(s1)).toEqual([{ id: a.id, email: 'same@example.com', phone: null, remote_id: null, name: null }]);
+  });
+
+  it('over HTTP: emails are trimmed and lower-cased, phones normalised to E.164, and the answer omits what the contact lacks', async () => {
+    const shop = await createTestShop(rt);
+    const first = await postEvent(shop.headers, { email: '  Mixed.Case@Example.COM ', phone: '+1 (415) 555-2671', name: 'Mia' });
+    expect(first.status).toBe(202);
+    expect(first.body.contact).toEqual({ id: expect.any(String), email: 'mixed.case@example.com', phone: '+14155552671' });
+    const again = await postEvent(shop.headers, { phone: '+14155552671', remote_id: 'crm-9' });
+    expect(again.body.contact).toEqual({ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9' });
+    expect(await rowsOf(shop.shopId)).toEqual([{ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9', name: 'Mia' }]);
+  });
+});
