@@ -49,7 +49,13 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 },
   });
   const admin: Admin = kafka.admin();
-  await admin.connect();
+  // Connected on first use, like the producer: a bus over an unreachable broker still exists, so publish
+  // can reject with BusUnavailableError and ping() can answer false, instead of the factory throwing.
+  let adminConnected: Promise<void> | null = null;
+  const connectAdmin = () => (adminConnected ??= admin.connect().catch((e) => {
+    adminConnected = null;
+    throw e;
+  }));
   const producer: Producer = kafka.producer({
     idempotent: true,
     maxInFlightRequests: 1,
@@ -112,6 +118,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     features: { consumerGroupsSharePartitions: true },
 
     async ensureTopics(specs: TopicSpec[]) {
+      await connectAdmin();
       const existing = new Set(await admin.listTopics());
       const missing = specs.filter((s) => !existing.has(s.topic));
       if (missing.length === 0) return;
@@ -136,7 +143,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         autoCommit: false,
         eachBatchAutoResolve: false,
         partitionsConsumedConcurrently: 1,
-        eachBatch: async ({ batch, heartbeat, isRunning, isStale }) => {
+        eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
           if (batch.messages.length === 0 || !isRunning() || isStale()) return;
           const records: BusRecord[] = batch.messages.map((m) => ({
             topic: batch.topic,
@@ -158,6 +165,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
           }
           const last = records[records.length - 1];
           const next = (BigInt(last.offset) + 1n).toString();
+          // kafkajs fetches from the resolved offset, not the committed one: without this the same batch
+          // comes back on every fetch.
+          resolveOffset(last.offset);
           await consumer.commitOffsets([{ topic: batch.topic, partition: batch.partition, offset: next }]);
           await heartbeat();
         },
@@ -173,6 +183,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async lag(groupId, topicNames) {
       const out: { topic: string; partition: number; lag: number }[] = [];
+      await connectAdmin();
       const committed = await admin.fetchOffsets({ groupId, topics: topicNames });
       for (const t of committed) {
         const ends = await admin.fetchTopicOffsets(t.topic);
@@ -188,7 +199,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async ping() {
       try {
-        await withTimeout(admin.describeCluster(), 'Kafka describeCluster');
+        await withTimeout(connectAdmin().then(() => admin.describeCluster()), 'Kafka describeCluster');
         return true;
       } catch {
         return false;

@@ -1,0 +1,2 @@
+export { createPgLogBus, type PgLogBusOptions } from './pgLogBus.js';
+export { UnknownTopicError } from './appendRecords.js';

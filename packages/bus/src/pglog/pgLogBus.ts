@@ -1,0 +1,183 @@
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { sql, type Db, type SQLQuery } from '@shopstream/db';
+import type { Logger } from '@shopstream/telemetry';
+import { BusUnavailableError, type Bus, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
+import { createMicroBatcher } from '../microBatcher.js';
+import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
+import { startPgLogConsumer, type PgLogConsumerTuning } from './pgLogConsumer.js';
+
+export interface PgLogBusOptions {
+  db: Db;
+  logger: Logger;
+  /**
+   * Consumers are woken by NOTIFY; this slow poll only covers a lost notification (e.g. the LISTEN
+   * connection dropped) and takes over partitions another member of the group released.
+   */
+  pollIntervalMs?: number;
+  /** How long a member holds a partition without renewing it, before another member may take it. */
+  leaseMs?: number;
+  /** Wait before a batch whose handler threw is delivered again. */
+  retryBackoffMs?: number;
+  /** Most records per batch. */
+  batchSize?: number;
+}
+
+const topicList = (topics: string[]): SQLQuery => sql.join(topics.map((t) => sql`${t}`), sql`, `);
+
+/**
+ * The Bus port on Postgres tables (004_bus_log.sql), for the embedded mode on PGlite or on a server.
+ * Records are placed like Kafka places them (murmur2 of the key), offsets are dense per partition,
+ * and a consumer group's position lives in bus_group_offsets. Nothing is read from the database
+ * until the bus is used, so a bus over an unreachable database exists and reports itself unavailable.
+ */
+export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
+  const { db } = opts;
+  const log = opts.logger.child({ component: 'pglog-bus' });
+  const tuning: PgLogConsumerTuning = {
+    pollIntervalMs: opts.pollIntervalMs ?? 2_000,
+    leaseMs: opts.leaseMs ?? 30_000,
+    retryBackoffMs: opts.retryBackoffMs ?? 500,
+    batchSize: opts.batchSize ?? 500,
+  };
+
+  // A topic's partition count never changes once created (ensureTopics leaves existing topics alone).
+  const partitionCounts = new Map<string, number>();
+  const partitionsOf = async (topics: string[]): Promise<Map<string, number>> => {
+    const unknown = topics.filter((t) => !partitionCounts.has(t));
+    if (unknown.length > 0) {
+      const rows = await db.query(sql`SELECT topic, partitions FROM bus_topics WHERE topic IN (${topicList(unknown)})`);
+      for (const r of rows) partitionCounts.set(r.topic, Number(r.partitions));
+      const missing = unknown.filter((t) => !partitionCounts.has(t));
+      if (missing.length > 0) throw new UnknownTopicError(missing);
+    }
+    return new Map(topics.map((t) => [t, partitionCounts.get(t)!]));
+  };
+
+  const unavailable = (e: unknown, what: string): unknown =>
+    e instanceof UnknownTopicError || e instanceof BusUnavailableError ? e : new BusUnavailableError(`${what}: ${(e as Error).message}`, { cause: e });
+
+  // Concurrent publishes share one transaction: while one append runs, the next one fills.
+  const batcher = createMicroBatcher<{ topic: string; partitions: number; records: OutgoingRecord[] }>({
+    lingerMs: 0,
+    maxItems: 5_000,
+    weight: (item) => item.records.length,
+    async flush(items) {
+      try {
+        await db.tx((tx) => appendRecords(tx, items));
+      } catch (e) {
+        throw unavailable(e, 'the Postgres log did not take the records');
+      }
+    },
+  });
+
+  // One LISTEN per bus, fanned out to its consumers.
+  const wakers = new Set<(topic: string) => void>();
+  let listening: Promise<() => Promise<void>> | null = null;
+  const ensureListening = async () => {
+    listening ??= db.listen(busNotifyChannel, (topic) => {
+      for (const w of wakers) w(topic);
+    });
+    try {
+      await listening;
+    } catch (e) {
+      listening = null;
+      throw e;
+    }
+  };
+
+  const subscriptions = new Set<Subscription>();
+  const member = `${hostname()}/${process.pid}`;
+
+  return {
+    kind: 'pglog',
+    features: { consumerGroupsSharePartitions: false },
+
+    async ensureTopics(specs: TopicSpec[]) {
+      if (specs.length === 0) return;
+      const topics = specs.map((s) => s.topic);
+      await db.tx(async (tx) => {
+        await tx.query(sql`
+          INSERT INTO bus_topics (topic, partitions)
+          VALUES ${sql.join(specs.map((s) => sql`(${s.topic}, ${s.partitions})`), sql`, `)}
+          ON CONFLICT (topic) DO NOTHING`);
+        await tx.query(sql`
+          INSERT INTO bus_partitions (topic, partition)
+          SELECT t.topic, p FROM bus_topics t, generate_series(0, t.partitions - 1) AS p
+          WHERE t.topic IN (${topicList(topics)})
+          ON CONFLICT (topic, partition) DO NOTHING`);
+      });
+    },
+
+    async publish(topic, records) {
+      if (records.length === 0) return;
+      let partitions: number;
+      try {
+        partitions = (await partitionsOf([topic])).get(topic)!;
+      } catch (e) {
+        throw unavailable(e, 'the Postgres log cannot be read');
+      }
+      await batcher.add({ topic, partitions, records });
+    },
+
+    async consume(o) {
+      const partitions = await partitionsOf(o.topics);
+      const wake = { fn: (_topic: string) => {} };
+      const waker = (topic: string) => wake.fn(topic);
+      wakers.add(waker);
+      try {
+        await ensureListening();
+        const consumer = startPgLogConsumer({
+          db,
+          log: log.child({ group: o.groupId }),
+          tuning,
+          member: `${member}/${randomUUID()}`,
+          partitions,
+          options: o,
+          onWake: (fn) => (wake.fn = fn),
+        });
+        const sub: Subscription = {
+          async stop() {
+            subscriptions.delete(sub);
+            wakers.delete(waker);
+            await consumer.stop();
+          },
+        };
+        subscriptions.add(sub);
+        return sub;
+      } catch (e) {
+        wakers.delete(waker);
+        throw e;
+      }
+    },
+
+    async lag(groupId, topics) {
+      if (topics.length === 0) return [];
+      const rows = await db.query(sql`
+        SELECT p.topic, p.partition, p.next_offset - COALESCE(o.next_offset, 0) AS lag
+        FROM bus_partitions p
+        LEFT JOIN bus_group_offsets o ON o.group_id = ${groupId} AND o.topic = p.topic AND o.partition = p.partition
+        WHERE p.topic IN (${topicList(topics)})
+        ORDER BY p.topic, p.partition`);
+      return rows.map((r) => ({ topic: r.topic as string, partition: Number(r.partition), lag: Math.max(0, Number(r.lag)) }));
+    },
+
+    async ping() {
+      try {
+        await db.query(sql`SELECT 1`);
+        return true;
+      } catch (e) {
+        log.debug({ err: e }, 'Postgres log ping failed');
+        return false;
+      }
+    },
+
+    async close() {
+      await Promise.all([...subscriptions].map((s) => s.stop()));
+      await batcher.close();
+      const l = listening;
+      listening = null;
+      if (l) await (await l.catch(() => async () => {}))();
+    },
+  };
+}

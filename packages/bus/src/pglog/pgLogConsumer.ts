@@ -1,0 +1,189 @@
+import { sql, type Db, type SQLQuery } from '@shopstream/db';
+import type { Logger } from '@shopstream/telemetry';
+import type { BatchContext, BusRecord, ConsumeOptions } from '../port.js';
+
+export interface PgLogConsumerTuning {
+  pollIntervalMs: number;
+  leaseMs: number;
+  retryBackoffMs: number;
+  batchSize: number;
+}
+
+export interface PgLogConsumerOptions {
+  db: Db;
+  log: Logger;
+  tuning: PgLogConsumerTuning;
+  /** This member's id: the owner written into the leases it holds. */
+  member: string;
+  /** Partition count of each consumed topic. */
+  partitions: Map<string, number>;
+  options: ConsumeOptions;
+  /** Receives the function that wakes the loop when a topic got new records. */
+  onWake(fn: (topic: string) => void): void;
+}
+
+interface Owned {
+  topic: string;
+  partition: number;
+  /** The group's committed position: the next offset to deliver. */
+  position: bigint;
+  /** After a failed batch, the partition rests until then (ms since the epoch). */
+  retryAt: number;
+}
+
+const idOf = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8'));
+
+/**
+ * One member of a consumer group on the Postgres log. It holds the partitions it can lease (all of them
+ * when it is alone), delivers each one's records in offset order from the committed position, and
+ * commits a batch's position only after handleBatch resolved. No transaction is open while a handler
+ * runs: on PGlite the handler's own queries would wait behind it.
+ */
+export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<void> } {
+  const { db, log, tuning, member, options: o } = c;
+  const topics = [...c.partitions.keys()];
+  const topicList = sql.join(topics.map((t) => sql`${t}`), sql`, `);
+  const total = [...c.partitions.values()].reduce((a, b) => a + b, 0);
+  const lease: SQLQuery = sql`now() + ${tuning.leaseMs} * interval '1 millisecond'`;
+  const owned = new Map<string, Owned>();
+  let lastClaim = 0;
+  let running = true;
+  let woken = false;
+  let wakeSleep: (() => void) | null = null;
+
+  const wake = () => {
+    woken = true;
+    wakeSleep?.();
+  };
+  c.onWake((topic) => {
+    if (c.partitions.has(topic)) wake();
+  });
+
+  const sleep = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (woken || !running) return resolve();
+      const t = setTimeout(done, Math.max(0, ms));
+      function done() {
+        clearTimeout(t);
+        wakeSleep = null;
+        resolve();
+      }
+      wakeSleep = done;
+    });
+
+  /** Takes every free (or expired, or own) lease of the group's partitions and renews the ones held. */
+  const claim = async () => {
+    const from = (o.fromBeginning ?? true) ? sql`0` : sql`p.next_offset`;
+    const rows = await db.query(sql`
+      INSERT INTO bus_group_offsets AS g (group_id, topic, partition, next_offset, owner, lease_until)
+      SELECT ${o.groupId}, p.topic, p.partition, ${from}, ${member}, ${lease}
+      FROM bus_partitions p WHERE p.topic IN (${topicList})
+      ON CONFLICT (group_id, topic, partition) DO UPDATE SET owner = EXCLUDED.owner, lease_until = EXCLUDED.lease_until
+      WHERE g.owner IS NULL OR g.owner = EXCLUDED.owner OR g.lease_until < now()
+      RETURNING g.topic, g.partition, g.next_offset`);
+    const held = new Set<string>();
+    for (const r of rows) {
+      const id = idOf(r.topic, Number(r.partition));
+      held.add(id);
+      const had = owned.get(id);
+      if (had) had.position = BigInt(r.next_offset);
+      else owned.set(id, { topic: r.topic, partition: Number(r.partition), position: BigInt(r.next_offset), retryAt: 0 });
+    }
+    for (const id of [...owned.keys()]) if (!held.has(id)) owned.delete(id);
+    lastClaim = Date.now();
+  };
+
+  const heartbeat = async (p: Owned) => {
+    await db.query(sql`
+      UPDATE bus_group_offsets SET lease_until = ${lease}
+      WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}`);
+  };
+
+  /** Delivers one batch of the partition; false when there was nothing to deliver. */
+  const deliver = async (p: Owned): Promise<boolean> => {
+    const rows = await db.query(sql`
+      SELECT "offset", key, value, headers, created_at FROM bus_records
+      WHERE topic = ${p.topic} AND partition = ${p.partition} AND "offset" >= ${p.position.toString()}::bigint
+      ORDER BY "offset" LIMIT ${tuning.batchSize}`);
+    if (rows.length === 0) return false;
+    const records: BusRecord[] = rows.map((r) => ({
+      topic: p.topic,
+      partition: p.partition,
+      offset: String(r.offset),
+      key: r.key ?? null,
+      value: toBuffer(r.value),
+      headers: (r.headers ?? {}) as Record<string, string>,
+      timestamp: (r.created_at as Date).getTime(),
+    }));
+    const ctx: BatchContext = { heartbeat: () => heartbeat(p), isRunning: () => running };
+    try {
+      await o.handleBatch({ topic: p.topic, partition: p.partition, records }, ctx);
+    } catch (e) {
+      log.warn({ err: e, topic: p.topic, partition: p.partition, offset: records[0].offset }, 'batch handler failed; the batch will be delivered again');
+      p.retryAt = Date.now() + tuning.retryBackoffMs;
+      return true;
+    }
+    const next = BigInt(records[records.length - 1].offset) + 1n;
+    const done = await db.query(sql`
+      UPDATE bus_group_offsets SET next_offset = ${next.toString()}::bigint, lease_until = ${lease}, updated_at = now()
+      WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}
+      RETURNING 1 AS ok`);
+    if (done.length === 0) {
+      // Another member took the partition (our lease ran out during the batch): it redelivers from the
+      // committed position, which is at least once, never a skip.
+      log.warn({ topic: p.topic, partition: p.partition }, 'lost the partition lease before committing; another member redelivers the batch');
+      owned.delete(idOf(p.topic, p.partition));
+      lastClaim = 0;
+      return true;
+    }
+    p.position = next;
+    return true;
+  };
+
+  const round = async () => {
+    const claimEvery = owned.size < total ? tuning.pollIntervalMs : tuning.leaseMs / 3;
+    if (Date.now() - lastClaim >= claimEvery) await claim();
+    woken = false;
+    const ends = await db.query(sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`);
+    let worked = false;
+    let nextRetry = Infinity;
+    for (const e of ends) {
+      if (!running) return;
+      const p = owned.get(idOf(e.topic, Number(e.partition)));
+      if (!p || BigInt(e.next_offset) <= p.position) continue;
+      if (p.retryAt > Date.now()) {
+        nextRetry = Math.min(nextRetry, p.retryAt);
+        continue;
+      }
+      if (await deliver(p)) worked = true;
+    }
+    if (!worked && running) await sleep(Math.min(tuning.pollIntervalMs, nextRetry - Date.now()));
+  };
+
+  const loop = (async () => {
+    while (running) {
+      try {
+        await round();
+      } catch (e) {
+        log.error({ err: e }, 'Postgres-log consumer round failed; retrying');
+        await sleep(tuning.retryBackoffMs);
+      }
+    }
+  })();
+
+  return {
+    async stop() {
+      running = false;
+      wake();
+      await loop;
+      try {
+        await db.query(sql`UPDATE bus_group_offsets SET owner = NULL, lease_until = NULL WHERE group_id = ${o.groupId} AND owner = ${member}`);
+      } catch (e) {
+        // The leases then expire on their own; another member waits leaseMs at most.
+        log.warn({ err: e }, 'could not release the partition leases');
+      }
+    },
+  };
+}
