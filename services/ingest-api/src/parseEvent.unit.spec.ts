@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { normalizePhone, parseEvent } from './parseEvent.js';
+
+const PHONE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
+
+describe('normalizePhone', () => {
+  it('gives E.164 for valid international numbers', () => {
+    expect(normalizePhone('+1 (415) 555-2671')).toBe('+14155552671');
+    expect(normalizePhone(' +44 20 7946 0958 ')).toBe('+442079460958');
+  });
+
+  it('is null for numbers that are not valid or lack a country code', () => {
+    expect(normalizePhone('4155552671')).toBeNull();
+    expect(normalizePhone('+1 000')).toBeNull();
+    expect(normalizePhone('call me')).toBeNull();
+  });
+});
+
+describe('parseEvent', () => {
+  it('normalises the contact: email trimmed and lower-cased, phone in E.164', () => {
+    const r = parseEvent({ name: ' Signed up ', metric: { metric_name: 'signed_up' }, contact: { email: ' A@B.COM ', phone: '+1 415 555 2671' } });
+    expect(r).toEqual({ ok: true, event: { name: 'Signed up', metric: { metric_name: 'signed_up' }, contact: { email: 'a@b.com', phone: '+14155552671' } } });
+  });
+
+  it('reports a bad phone beside the other problems of the same event', () => {
+    expect(parseEvent({ metric: { metric_name: 'x' }, contact: { phone: '123' } })).toEqual({ ok: false, fields: { name: 'Required.', 'contact.phone': PHONE } });
+  });
+});
