@@ -26,7 +26,7 @@ export function eventRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart
     const body = validate(bulkRequestSchema, req.body, 'The request body');
     const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
     const results: BulkResultItem[] = outcomes.map((o, index) =>
-      o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { ...o.error, request_id: req.id } },
+      o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
     );
     res.status(200).json({ results });
   });
