@@ -23,34 +23,36 @@ export function conversationMessage(record: ConversationRecord, value: string = 
 }
 
 /**
- * Publishes in batches while keeping a few in flight, so the bus's micro-batcher always has the next send
- * ready; the batcher never overlaps sends, so records keep their order per shop.
+ * Publishes in batches of at most `maxBytes` of values (one shop's records share a partition, and the broker
+ * refuses a record batch over its message.max.bytes, 1 MiB by default), with one batch in flight while the
+ * next one fills. Never more than one: the bus would merge waiting batches into one oversized send.
  */
-export function batchPublisher(rt: Runtime, batchSize = 2_000, inFlight = 4) {
+export function batchPublisher(rt: Runtime, maxBytes = 900 * 1024) {
   let batch: OutgoingRecord[] = [];
-  const pending = new Set<Promise<void>>();
-  let failed: unknown = null;
+  let bytes = 0;
+  let inFlight: Promise<void> = Promise.resolve();
   const flush = async () => {
     if (batch.length === 0) return;
     const records = batch;
     batch = [];
-    const p = rt.bus.publish(rt.topics.conversations, records).catch((e) => {
-      failed ??= e;
-    });
-    pending.add(p);
-    void p.finally(() => pending.delete(p));
-    while (pending.size >= inFlight) await Promise.race(pending);
-    if (failed) throw failed;
+    bytes = 0;
+    await inFlight;
+    inFlight = rt.bus.publish(rt.topics.conversations, records);
+    // Surface a failure of this send at the latest on the next flush or on close.
+    inFlight.catch(() => {});
   };
   return {
     async add(r: OutgoingRecord) {
+      // Value, key, headers and Kafka's per-record overhead (a few varints).
+      let size = Buffer.byteLength(r.value) + r.key.length + 24;
+      for (const [k, v] of Object.entries(r.headers ?? {})) size += k.length + v.length + 4;
+      if (bytes + size > maxBytes) await flush();
       batch.push(r);
-      if (batch.length >= batchSize) await flush();
+      bytes += size;
     },
     async close() {
       await flush();
-      await Promise.all(pending);
-      if (failed) throw failed;
+      await inFlight;
     },
   };
 }

@@ -170,7 +170,7 @@ export async function run(args: string[]): Promise<number> {
   const contacts = Array.from({ length: Math.max(1, Math.min(100_000, Math.ceil(count / 3))) }, () => randomUUID());
   const started = Date.now();
   const records = await withRuntime(async (rt) => {
-    const publisher = batchPublisher(rt, 5_000, 3);
+    const publisher = batchPublisher(rt);
     const bar = progressBar(count);
     const now = Date.now();
     const spanMs = months * 30 * 24 * 3600 * 1000;
