@@ -1,0 +1,93 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '@shopstream/db';
+import { headers as H, schemas, type EventRecord, type MetricEvent } from '@shopstream/contracts';
+import type { BusRecord } from '@shopstream/bus';
+import type { Runtime } from '@shopstream/runtime';
+import { startActivityProjector } from '@shopstream/activity-projector';
+import { startFlowMatcher } from '@shopstream/flow-matcher';
+import { readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+
+/** Records that fail their schema go to `<topic>.dlq` with the reason, are counted, and block nothing. */
+let rt: Runtime;
+let server: TestServer;
+const shop = randomUUID();
+/** A flow that matches every `valid` metric event: proves the matcher went on past the bad record. */
+const flowId = randomUUID();
+
+beforeAll(async () => {
+  rt = await startTestRuntime({}, 'dead-letters-spec');
+  // Before the matcher starts, so its first index load holds it.
+  await rt.db.query(sql`INSERT INTO flows (shop_id, id, name, status, metric_name) VALUES (${shop}, ${flowId}, 'all valid', 'active', 'valid')`);
+  server = await startTestServer(rt, [await startActivityProjector(rt), await startFlowMatcher(rt)]);
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const deadLetterCount = async (topic: string): Promise<number> => {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith('shopstream_dead_letters_total{') && l.includes(`topic="${topic}"`));
+  return line ? Number(line.split(' ').pop()) : 0;
+};
+
+const eventRecord = (): EventRecord => {
+  const id = randomUUID();
+  return {
+    activity_id: id,
+    shop_id: shop,
+    activity_key: null,
+    name: 'After the bad one',
+    description: null,
+    event_time: '2026-03-01T00:00:00Z',
+    received_at: '2026-03-01T00:00:00Z',
+    remote_id: null,
+    remote_platform: null,
+    metric: { metric_name: 'valid', value: 1, additional_properties: {}, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },
+    contact: null,
+    request_id: 'r',
+  };
+};
+
+describe('dead letters', () => {
+  it('a malformed record on events and on metrics goes to its .dlq with the reason, is counted, and the next record is still applied', async () => {
+    const eventsBefore = await deadLetterCount(rt.topics.events);
+    const metricsBefore = await deadLetterCount(rt.topics.metrics);
+    await waitFor(async () => (await fetch(`${server.baseUrl}/readyz`)).status === 200, { message: 'ready' });
+
+    const badEvent = JSON.stringify({ activity_id: 'not-a-uuid', shop_id: shop, name: '' });
+    await rt.bus.publish(rt.topics.events, [{ key: shop, value: badEvent, headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
+    await rt.bus.publish(rt.topics.events, [{ key: shop, value: '{not json', headers: { [H.shopId]: shop } }]);
+    const badMetric = JSON.stringify({ id: randomUUID(), shop_id: shop, metric_name: 'valid' });
+    await rt.bus.publish(rt.topics.metrics, [{ key: shop, value: badMetric, headers: { [H.schema]: schemas.metricEvent, [H.shopId]: shop } }]);
+    const good = eventRecord();
+    await rt.bus.publish(rt.topics.events, [{ key: shop, value: JSON.stringify(good), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
+
+    // The valid event after the bad ones is projected, its metric event passes the bad metric record, and triggers.
+    await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM flow_triggers WHERE shop_id = ${shop} AND flow_id = ${flowId} AND metric_event_id = ${good.activity_id}`)).length === 1, {
+      message: 'the valid record after the bad ones is projected and matched',
+    });
+    const activities = await rt.db.query(sql`SELECT id FROM activities WHERE shop_id = ${shop}`);
+    expect(activities.map((r) => r.id)).toEqual([good.activity_id]);
+
+    const eventsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => new Set(rs.map((r) => r.offset)).size >= 2);
+    const uniqueEvents = [...new Map(eventsDlq.map((r: BusRecord) => [`${r.partition}/${r.offset}`, r])).values()];
+    expect(uniqueEvents.map((r) => r.value.toString()).sort()).toEqual([badEvent, '{not json'].sort());
+    for (const r of uniqueEvents) {
+      expect(r.key).toBe(shop);
+      expect(r.headers[H.dlqSourceTopic]).toBe(rt.topics.events);
+      expect(r.headers[H.dlqReason]).toMatch(r.value.toString() === badEvent ? /^schema: .*activity_id/ : /^invalid JSON/);
+      expect(r.headers[H.shopId]).toBe(shop);
+    }
+    const metricsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.metrics), (rs) => rs.length >= 1);
+    expect(new Set(metricsDlq.map((r) => r.value.toString()))).toEqual(new Set([badMetric]));
+    expect(metricsDlq[0].headers[H.dlqReason]).toMatch(/^schema: /);
+    expect(metricsDlq[0].headers[H.dlqSourceTopic]).toBe(rt.topics.metrics);
+
+    expect(await deadLetterCount(rt.topics.events)).toBe(eventsBefore + 2);
+    expect(await deadLetterCount(rt.topics.metrics)).toBe(metricsBefore + 1);
+    const metricsOnLog = await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => JSON.parse(r.value.toString()).id === good.activity_id));
+    const m = metricsOnLog.map((r) => JSON.parse(r.value.toString()) as MetricEvent).find((x) => x.id === good.activity_id);
+    expect(m?.metric_name).toBe('valid');
+  });
+});
