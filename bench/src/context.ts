@@ -1,0 +1,141 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { Kafka, logLevel } from 'kafkajs';
+import { topicNames, type TopicNames } from '@shopstream/bus';
+import { connectPostgres, migrate, type Db } from '@shopstream/db';
+import { spawnChild, type Child } from './children.js';
+import { cpuMeter, type CpuUse } from './cpu.js';
+import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
+import type { LoadResult, LoadSpec, Shop } from './loadProcess.js';
+
+export interface Options {
+  durationMs: number;
+  warmupMs: number;
+  /** `--profile`: V8 CPU profiles of the server processes into bench/results/profiles. */
+  profile: boolean;
+  logLevel: string;
+  conversations: number;
+  events: number;
+  concurrency?: number;
+  keep: boolean;
+}
+
+export const PARTITIONS = 12;
+
+/** What one scenario works on: its own database and topics on the shared broker, shops and a key. */
+export class Bench {
+  readonly topics: TopicNames;
+  readonly shops: Shop[];
+  readonly db: Db;
+  private readonly children = new Set<Child>();
+  private constructor(
+    readonly scenario: string,
+    readonly infra: Infra,
+    readonly opts: Options,
+    readonly databaseName: string,
+    readonly databaseUrl: string,
+    readonly prefix: string,
+  ) {
+    this.topics = topicNames(prefix);
+    const key = `bench_${randomBytes(24).toString('base64url')}`;
+    this.shops = Array.from({ length: 8 }, () => ({ shopId: randomUUID(), key }));
+    this.db = connectPostgres({ url: databaseUrl, poolSize: 4, applicationName: 'shopstream-bench' });
+  }
+
+  /** A fresh database with the schema, and a topic prefix no earlier run used. */
+  static async open(scenario: string, infra: Infra, opts: Options, dbName = `bench_${scenario.replaceAll('-', '_')}`, fresh = true): Promise<Bench> {
+    const url = fresh ? await freshDatabase(infra.adminUrl, dbName) : databaseUrl(infra.adminUrl, dbName);
+    const b = new Bench(scenario, infra, opts, dbName, url, `bench-${scenario}-${randomBytes(3).toString('hex')}.`);
+    await migrate(b.db);
+    return b;
+  }
+
+  /** The environment of a Shopstream process on this scenario's database and topics. */
+  env(): Record<string, string> {
+    return {
+      DATABASE_URL: this.databaseUrl,
+      KAFKA_BROKERS: this.infra.brokers.join(','),
+      KAFKA_PARTITIONS: String(PARTITIONS),
+      TOPIC_PREFIX: this.prefix,
+      CONSUMER_GROUP_PREFIX: this.prefix,
+      BOOTSTRAP_API_KEYS: `${this.shops[0].key}=${this.shops.map((s) => s.shopId).join(',')}`,
+      LOG_LEVEL: this.opts.logLevel,
+      CURSOR_SECRET: 'bench-cursor-secret-0123456789abcdef',
+      // The export's limit is 60 a minute per key and shop: the benchmark measures the query, not the limit.
+      EXPORT_RATE_LIMIT_PER_MINUTE: '1000000000',
+    };
+  }
+
+  /** One Shopstream process running `services`; resolves when it serves. */
+  async server(services: string[], extraEnv: Record<string, string> = {}): Promise<{ child: Child; baseUrl: string }> {
+    const name = services.join('+');
+    const child = spawnChild(name, 'serverProcess.ts', {
+      args: [services.join(',')],
+      env: { ...this.env(), ...extraEnv },
+      cpuProfDir: this.opts.profile ? path.join(REPO_ROOT, 'bench/results/profiles', this.scenario) : undefined,
+    });
+    this.children.add(child);
+    const { port } = await child.next<{ port: number }>('ready', 120_000);
+    return { child, baseUrl: `http://127.0.0.1:${port}` };
+  }
+
+  async stopChild(child: Child): Promise<void> {
+    this.children.delete(child);
+    await child.stop();
+  }
+
+  /** Runs one load in a fresh generator process, metering CPU; onMessage sees its other messages. */
+  async load(spec: LoadSpec, watch: Record<string, Child | undefined> = {}, onMessage?: (m: any) => void): Promise<{ result: LoadResult; cpu: CpuUse }> {
+    const gen = spawnChild(`load-${spec.mode}`, 'loadProcess.ts');
+    this.children.add(gen);
+    try {
+      await gen.next('ready', 60_000);
+      if (onMessage) gen.process.on('message', (m: any) => m?.type !== 'result' && m?.type !== 'ready' && onMessage(m));
+      gen.send({ type: 'run', spec });
+      // CPU is metered over the measured part only, once the warm-up is over.
+      await new Promise((r) => setTimeout(r, spec.warmupMs));
+      const pids = { bench: process.pid, load: gen.pid, ...Object.fromEntries(Object.entries(watch).map(([k, c]) => [k, c?.pid])) };
+      const meter = cpuMeter(pids);
+      const done = gen.next<{ result: LoadResult }>('result', spec.durationMs + spec.warmupMs + 120_000);
+      await Promise.race([done, new Promise((r) => setTimeout(r, spec.durationMs))]);
+      const cpu = meter.stop();
+      return { result: (await done).result, cpu };
+    } finally {
+      this.children.delete(gen);
+      await gen.stop(5_000);
+    }
+  }
+
+  kafka(clientId = 'shopstream-bench'): Kafka {
+    return new Kafka({ clientId, brokers: this.infra.brokers, logLevel: logLevel.WARN });
+  }
+
+  /** Creates this scenario's topics now (the services would at start), with the services' partition count. */
+  async createTopics(): Promise<void> {
+    const admin = this.kafka().admin();
+    await admin.connect();
+    try {
+      const t = this.topics;
+      const names = [t.events, t.metrics, t.flowTriggers, t.conversations];
+      await admin.createTopics({ waitForLeaders: true, topics: [...names, ...names.map((n) => t.dlq(n))].map((topic) => ({ topic, numPartitions: PARTITIONS, replicationFactor: 1 })) });
+    } finally {
+      await admin.disconnect();
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.allSettled([...this.children].map((c) => c.stop(10_000)));
+    await this.db.close();
+    const admin = this.kafka().admin();
+    try {
+      await admin.connect();
+      const mine = (await admin.listTopics()).filter((t) => t.startsWith(this.prefix));
+      if (mine.length > 0) await admin.deleteTopics({ topics: mine });
+    } catch (e) {
+      console.error(`could not delete the topics of ${this.prefix}: ${String(e)}`);
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+    if (!this.opts.keep) await dropDatabase(this.infra.adminUrl, this.databaseName);
+  }
+}
