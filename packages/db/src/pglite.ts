@@ -11,7 +11,8 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const db = await PGlite.create({
     dataDir,
     // Same shapes as the server path: bigints as strings (as @databases/pg with bigIntMode 'string').
-    parsers: { [types.INT8]: (v: string) => v },
+    // bytea as a Node Buffer, as pg returns it (PGlite's own parser gives a bare Uint8Array).
+    parsers: { [types.INT8]: (v: string) => v, [types.BYTEA]: (v: string) => Buffer.from(v.slice(2), 'hex') },
   }).catch((e: unknown) => {
     release();
     throw e;
