@@ -1,0 +1,23 @@
+import { randomBytes } from 'node:crypto';
+
+export { ensureKafka, waitForKafka, type KafkaHandle, type KafkaOptions, type KafkaSource } from './kafka.js';
+export {
+  createTestDatabase,
+  dropTestDatabase,
+  ensurePostgres,
+  waitForPostgres,
+  type PostgresHandle,
+  type PostgresOptions,
+  type PostgresSource,
+} from './postgres.js';
+export { testInfra } from './testInfra.js';
+export { InfraUnavailableError } from './unavailable.js';
+export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
+
+/**
+ * A topic-name prefix like `t1a2b3c4d.` that no other spec file gets, so parallel files on the same broker
+ * never read each other's records or fight over consumer groups.
+ */
+export function uniquePrefix(): string {
+  return `t${randomBytes(4).toString('hex')}.`;
+}

@@ -1,0 +1,546 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { ContainerRuntimeClient } from 'testcontainers';
+import { Kafka, logLevel } from 'kafkajs';
+import { dockerEngine } from './docker.js';
+import {
+  cacheRoot,
+  errorText,
+  findExecutable,
+  freePort,
+  log,
+  openLog,
+  own,
+  pollUntil,
+  runCommand,
+  stopChild,
+  sweepRuns,
+  tailFile,
+  writeRunRecord,
+} from './proc.js';
+import { InfraUnavailableError } from './unavailable.js';
+import { KAFKA_IMAGE, KAFKA_VERSION } from './versions.js';
+
+export type KafkaSource = 'env' | 'docker' | 'local';
+
+export interface KafkaHandle {
+  brokers: string[];
+  version: string;
+  source: KafkaSource;
+  /** Set for a local broker: lets another process (`pnpm infra down`) stop it. */
+  pid?: number;
+  containerId?: string;
+  runDir?: string;
+  stop(): Promise<void>;
+}
+
+export interface KafkaOptions {
+  /** Leave the broker running after this process exits (`pnpm infra up`). */
+  detached?: boolean;
+  /** PLAINTEXT port to use when it is free; otherwise any free port. */
+  port?: number;
+  controllerPort?: number;
+  /** Where the local broker keeps data and its log; a fresh dir under the cache by default. */
+  runDir?: string;
+  /**
+   * 'test' (default) stops the JIT at C1 for a faster JVM start and kills the broker outright on stop,
+   * its data being thrown away; 'dev' keeps the full JIT, which benchmarks need, and shuts down cleanly.
+   */
+  profile?: 'test' | 'dev';
+}
+
+const POM = fileURLToPath(new URL('../kafka/pom.xml', import.meta.url));
+const KAFKA_HOME = () => path.join(cacheRoot(), `kafka-${KAFKA_VERSION}`);
+const RUNS = () => path.join(cacheRoot(), 'runs');
+
+/**
+ * Broker settings shared by the local and the Docker broker: one node, so every internal topic has one
+ * replica; no auto-creation, because the services create the topics they own; no rebalance delay, so a
+ * consumer group forms as soon as its first member joins; one partition for the internal topics, which
+ * makes the first group join and the first idempotent producer fast (50 partitions take seconds).
+ */
+const BROKER_SETTINGS: Record<string, string> = {
+  'auto.create.topics.enable': 'false',
+  'num.partitions': '1',
+  'default.replication.factor': '1',
+  'min.insync.replicas': '1',
+  'offsets.topic.replication.factor': '1',
+  'offsets.topic.num.partitions': '1',
+  'transaction.state.log.replication.factor': '1',
+  'transaction.state.log.min.isr': '1',
+  'transaction.state.log.num.partitions': '1',
+  'share.coordinator.state.topic.replication.factor': '1',
+  'share.coordinator.state.topic.min.isr': '1',
+  'group.initial.rebalance.delay.ms': '0',
+  'log.segment.bytes': String(16 * 1024 * 1024),
+  'log.retention.hours': '24',
+  // The default 128 MiB compaction buffer would take a quarter of the 512 MiB heap for nothing.
+  'log.cleaner.dedupe.buffer.size': String(8 * 1024 * 1024),
+  'num.network.threads': '2',
+  'num.io.threads': '4',
+  'num.recovery.threads.per.data.dir': '1',
+};
+
+/**
+ * A Kafka broker for tests or development: KAFKA_BROKERS, else a container when a Docker engine answers,
+ * else a local broker run with the machine's java.
+ */
+export async function ensureKafka(options: KafkaOptions = {}): Promise<KafkaHandle> {
+  const fromEnv = process.env.KAFKA_BROKERS?.trim();
+  if (fromEnv) {
+    const brokers = fromEnv
+      .split(',')
+      .map((b) => b.trim())
+      .filter(Boolean);
+    // It was asked for explicitly: a broker that does not answer is an error, not a reason to start another.
+    await waitForKafka(brokers, { what: `Kafka at KAFKA_BROKERS=${fromEnv}`, timeoutMs: 30_000 });
+    return { brokers, version: 'unknown (from KAFKA_BROKERS)', source: 'env', stop: async () => {} };
+  }
+  const docker = await dockerEngine();
+  if (docker.ok) return startKafkaContainer(docker.client, options);
+  const missing = localKafkaMissing();
+  if (!missing) return startLocalKafka(options);
+  throw new InfraUnavailableError(
+    'Kafka',
+    { env: 'KAFKA_BROKERS is not set', docker: docker.reason, local: missing },
+    `set KAFKA_BROKERS=host:port of a running broker; or start a Docker engine; or install a JDK 17+ ` +
+      `(java) and Maven (mvn), so testkit can run Kafka ${KAFKA_VERSION} from Maven Central.`,
+  );
+}
+
+/** Polls until a broker answers describeCluster and listTopics, i.e. it is registered and serving. */
+export async function waitForKafka(
+  brokers: string[],
+  opts: { what: string; timeoutMs: number; abort?: () => string | undefined },
+): Promise<void> {
+  const kafka = new Kafka({
+    clientId: 'testkit-probe',
+    brokers,
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 1_000,
+    requestTimeout: 5_000,
+    retry: { retries: 0 },
+  });
+  await pollUntil(
+    opts.what,
+    async () => {
+      const admin = kafka.admin({ retry: { retries: 0 } });
+      try {
+        await admin.connect();
+        const cluster = await admin.describeCluster();
+        if (cluster.brokers.length === 0) throw new Error('no broker registered yet');
+        await admin.listTopics();
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    },
+    { timeoutMs: opts.timeoutMs, intervalMs: 100, abort: opts.abort },
+  );
+}
+
+/**
+ * Makes the broker create its group and transaction coordinators' topics now. Otherwise the first consumer
+ * group and the first idempotent producer of a run meet "coordinator is loading" errors, which kafkajs
+ * retries, but with crash-and-restart logs and a 300 ms backoff inside some unlucky test.
+ */
+async function warmUpCoordinators(brokers: string[], timeoutMs: number): Promise<void> {
+  // kafkajs' default first backoff is 300 ms; the coordinators load in well under that, so ask often.
+  const kafka = new Kafka({
+    clientId: 'testkit-warmup',
+    brokers,
+    logLevel: logLevel.NOTHING,
+    retry: { initialRetryTime: 25, maxRetryTime: 200, retries: 100 },
+  });
+  const admin = kafka.admin();
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await pollUntil(
+    'Kafka group and transaction coordinators',
+    async () => {
+      await admin.connect();
+      await Promise.all([
+        admin.describeGroups(['testkit-warmup']),
+        // Connecting an idempotent producer asks the transaction coordinator for a producer id.
+        producer.connect(),
+      ]);
+    },
+    { timeoutMs, intervalMs: 100 },
+  ).finally(() => Promise.allSettled([admin.disconnect(), producer.disconnect()]));
+}
+
+function findJava(): string | undefined {
+  const fromHome = process.env.JAVA_HOME && path.join(process.env.JAVA_HOME, 'bin', 'java');
+  if (fromHome && existsSync(fromHome)) return fromHome;
+  return findExecutable('java');
+}
+
+function localKafkaMissing(): string | undefined {
+  if (!findJava()) return 'no java in JAVA_HOME or on PATH';
+  if (!existsSync(path.join(KAFKA_HOME(), 'libs')) && !findExecutable('mvn')) {
+    return `Kafka ${KAFKA_VERSION} jars are not cached in ${KAFKA_HOME()} and there is no mvn on PATH to fetch them`;
+  }
+  return undefined;
+}
+
+/**
+ * The broker's jars, fetched from Maven Central the first time into the cache and reused after that.
+ * Fetched into a temporary dir and renamed, so concurrent runs never see half a download.
+ */
+export async function kafkaLibs(): Promise<string> {
+  const home = KAFKA_HOME();
+  const libs = path.join(home, 'libs');
+  if (existsSync(libs)) return libs;
+  const mvn = findExecutable('mvn');
+  if (!mvn) throw new Error(`Kafka ${KAFKA_VERSION} jars are not in ${libs} and there is no mvn to fetch them`);
+  await mkdir(home, { recursive: true });
+  const tmp = await mkdtemp(path.join(home, 'libs.tmp-'));
+  log(`fetching Kafka ${KAFKA_VERSION} jars from Maven Central (once) into ${libs}`);
+  const started = Date.now();
+  const { code, output } = await runCommand(
+    mvn,
+    [
+      '-q',
+      '-B',
+      '-f',
+      POM,
+      `-Dkafka.version=${KAFKA_VERSION}`,
+      'dependency:copy-dependencies',
+      '-DincludeScope=runtime',
+      `-DoutputDirectory=${tmp}`,
+    ],
+    { timeoutMs: 15 * 60_000 },
+  );
+  if (code !== 0) {
+    await rm(tmp, { recursive: true, force: true });
+    throw new Error(`mvn could not fetch Kafka ${KAFKA_VERSION} (exit ${code}):\n${output.trim()}`);
+  }
+  try {
+    await rename(tmp, libs);
+  } catch (err) {
+    await rm(tmp, { recursive: true, force: true });
+    if (!existsSync(libs)) throw err;
+    // Another process finished the same download first; its copy is as good as ours.
+  }
+  log(`fetched Kafka jars in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  return libs;
+}
+
+/** An explicit, sorted classpath: the CDS archive is only valid for the exact same classpath. */
+function classpath(libs: string): string {
+  return readdirSync(libs)
+    .filter((f) => f.endsWith('.jar'))
+    .sort()
+    .map((f) => path.join(libs, f))
+    .join(path.delimiter);
+}
+
+function jvmFlags(profile: 'test' | 'dev', extra: string[]): string[] {
+  return [
+    '-Xmx512m',
+    // One GC thread and no G1 region setup: starts faster and is plenty for one test broker on 2 cores.
+    '-XX:+UseSerialGC',
+    ...(profile === 'test' ? ['-XX:TieredStopAtLevel=1'] : []),
+    '-Xshare:auto',
+    '-XX:-UsePerfData',
+    '-XX:+ExitOnOutOfMemoryError',
+    '-Djava.awt.headless=true',
+    ...extra,
+  ];
+}
+
+/** Kafka's own cluster id format: 16 random bytes, base64url, never starting with '-' (CLI parsing). */
+function clusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
+
+/**
+ * Storage formatted by Kafka's StorageTool once per Kafka version, kept in the cache. StorageTool writes
+ * two files, and the cluster id and directory id live only in meta.properties, so each run copies the
+ * template and stamps fresh random ids there: the same result as formatting, without a JVM start (~0.8 s)
+ * on every run.
+ */
+async function storageTemplate(java: string, cp: string): Promise<string> {
+  const template = path.join(KAFKA_HOME(), 'storage-template');
+  if (existsSync(path.join(template, 'meta.properties'))) return template;
+  const tmp = await mkdtemp(path.join(KAFKA_HOME(), 'storage-template.tmp-'));
+  try {
+    const data = path.join(tmp, 'data');
+    const propsFile = path.join(tmp, 'server.properties');
+    // Ports are not used by a format; any valid listener layout will do.
+    await writeFile(propsFile, properties(brokerProperties(data, 1, 2)) + '\n');
+    const format = await runCommand(
+      java,
+      [...jvmFlags('test', []), '-cp', cp, 'kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', propsFile],
+      { cwd: tmp, timeoutMs: 60_000 },
+    );
+    if (format.code !== 0) {
+      throw new Error(`kafka StorageTool format failed (exit ${format.code}):\n${format.output.trim()}`);
+    }
+    try {
+      await rename(data, template);
+    } catch (err) {
+      if (!existsSync(path.join(template, 'meta.properties'))) throw err;
+      // Another process made the same template first.
+    }
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+  return template;
+}
+
+async function stampStorage(template: string, dataDir: string): Promise<void> {
+  await mkdir(dataDir, { recursive: true });
+  for (const file of readdirSync(template)) {
+    if (file !== 'meta.properties') await copyFile(path.join(template, file), path.join(dataDir, file));
+  }
+  const meta = readFileSync(path.join(template, 'meta.properties'), 'utf8')
+    .split('\n')
+    .filter((line) => !/^(cluster\.id|directory\.id)=/.test(line));
+  meta.push(`cluster.id=${clusterId()}`, `directory.id=${clusterId()}`);
+  await writeFile(path.join(dataDir, 'meta.properties'), meta.join('\n') + '\n');
+}
+
+function brokerProperties(dataDir: string, port: number, controllerPort: number): Record<string, string> {
+  return {
+    'process.roles': 'broker,controller',
+    'node.id': '1',
+    // A static one-voter quorum needs no --standalone at format time and reads the same on 3.9 and 4.x.
+    'controller.quorum.voters': `1@127.0.0.1:${controllerPort}`,
+    listeners: `PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${controllerPort}`,
+    'advertised.listeners': `PLAINTEXT://127.0.0.1:${port}`,
+    'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'inter.broker.listener.name': 'PLAINTEXT',
+    'controller.listener.names': 'CONTROLLER',
+    'log.dirs': dataDir,
+    ...BROKER_SETTINGS,
+  };
+}
+
+function properties(values: Record<string, string>): string {
+  return Object.entries(values)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n');
+}
+
+const LOG4J2 = `status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = info
+rootLogger.appenderRef.out.ref = OUT
+logger.state.name = state.change.logger
+logger.state.level = warn
+`;
+
+interface Launched {
+  child: ChildProcess;
+  port: number;
+  logFile: string;
+}
+
+async function launchBroker(
+  java: string,
+  cp: string,
+  opts: {
+    runDir: string;
+    port: number;
+    controllerPort: number;
+    profile: 'test' | 'dev';
+    detached: boolean;
+    jvmExtra: string[];
+    template: string;
+  },
+): Promise<Launched> {
+  const { runDir, port, controllerPort } = opts;
+  const dataDir = path.join(runDir, 'data');
+  await rm(dataDir, { recursive: true, force: true });
+  const propsFile = path.join(runDir, 'server.properties');
+  const log4jFile = path.join(runDir, 'log4j2.properties');
+  const logFile = path.join(runDir, 'broker.log');
+  await writeFile(propsFile, properties(brokerProperties(dataDir, port, controllerPort)) + '\n');
+  await writeFile(log4jFile, LOG4J2);
+  const base = jvmFlags(opts.profile, [`-Dlog4j2.configurationFile=${log4jFile}`]);
+  await stampStorage(opts.template, dataDir);
+
+  const fd = await openLog(logFile);
+  const child = spawn(java, [...base, ...opts.jvmExtra, '-cp', cp, 'kafka.Kafka', propsFile], {
+    cwd: runDir,
+    detached: opts.detached,
+    stdio: ['ignore', fd, fd],
+  });
+  closeSync(fd);
+  if (opts.detached) child.unref();
+  else own(child);
+  if (!child.pid) throw new Error(`could not start ${java}`);
+  // The properties path is in the broker's command line and names this run alone.
+  if (!opts.detached) writeRunRecord(runDir, { ownerPid: process.pid, serverPid: child.pid, marker: propsFile });
+
+  let exit: string | undefined;
+  child.once('exit', (code, signal) => {
+    exit = `the broker exited (${signal ?? `code ${code}`}) before it was ready`;
+  });
+  try {
+    await waitForKafka([`127.0.0.1:${port}`], {
+      what: `local Kafka ${KAFKA_VERSION} on 127.0.0.1:${port}`,
+      timeoutMs: 90_000,
+      abort: () => exit,
+    });
+    await warmUpCoordinators([`127.0.0.1:${port}`], 30_000);
+  } catch (err) {
+    await stopChild(child, 'SIGKILL', 5_000);
+    const tail = await tailFile(logFile, 60);
+    throw new Error(`${errorText(err)}\n--- last lines of ${logFile} ---\n${tail}`);
+  }
+  return { child, port, logFile };
+}
+
+/**
+ * A class-data-sharing archive of the classes a broker loads at start, made once per (java, Kafka
+ * version) by starting and cleanly stopping a broker. Later JVMs map it instead of parsing ~3,000 classes
+ * from 45 jars, which about halves the broker's start (2.0 s to 1.1 s here). Only a speed-up: any failure
+ * leaves it out.
+ */
+async function cdsArchive(java: string, cp: string, template: string): Promise<string | undefined> {
+  if (process.env.SHOPSTREAM_TESTKIT_CDS === '0') return undefined;
+  const real = realpathSync(java);
+  const st = statSync(real);
+  const key = createHash('sha1').update(`${real}:${st.size}:${st.mtimeMs}:${cp}`).digest('hex').slice(0, 12);
+  const archive = path.join(KAFKA_HOME(), `cds-${key}.jsa`);
+  if (existsSync(archive)) return archive;
+
+  const started = Date.now();
+  const runDir = await mkdtemp(path.join(RUNS(), 'cds-'));
+  const tmpArchive = path.join(runDir, 'classes.jsa');
+  try {
+    const ports = await brokerPorts();
+    const { child } = await launchBroker(java, cp, {
+      runDir,
+      ...ports,
+      profile: 'test',
+      detached: false,
+      jvmExtra: [`-XX:ArchiveClassesAtExit=${tmpArchive}`],
+      template,
+    });
+    // The archive is written when the JVM exits normally, so this one stop is a clean SIGTERM.
+    await stopChild(child, 'SIGTERM', 60_000);
+    if (existsSync(tmpArchive)) {
+      await rename(tmpArchive, archive);
+      log(`made a class-data archive for faster broker starts in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+      return archive;
+    }
+  } catch (err) {
+    log(`no class-data archive (brokers start a little slower): ${errorText(err)}`);
+  } finally {
+    await rm(runDir, { recursive: true, force: true });
+  }
+  return undefined;
+}
+
+async function brokerPorts(preferred?: number, preferredController?: number) {
+  const port = await freePort(preferred);
+  const controllerPort = await freePort(preferredController, [port]);
+  return { port, controllerPort };
+}
+
+/** A single-node KRaft broker (broker and controller in one JVM) from the Maven Central jars. */
+export async function startLocalKafka(options: KafkaOptions = {}): Promise<KafkaHandle> {
+  const java = findJava();
+  if (!java) throw new Error('no java in JAVA_HOME or on PATH');
+  const profile = options.profile ?? 'test';
+  const libs = await kafkaLibs();
+  const cp = classpath(libs);
+  await mkdir(RUNS(), { recursive: true });
+  sweepRuns(RUNS());
+  const template = await storageTemplate(java, cp);
+  const cds = await cdsArchive(java, cp, template);
+  const jvmExtra = cds ? [`-XX:SharedArchiveFile=${cds}`] : [];
+
+  const runDir = options.runDir ?? (await mkdtemp(path.join(RUNS(), 'kafka-')));
+  await mkdir(runDir, { recursive: true });
+  const detached = options.detached ?? false;
+  let launched: Launched | undefined;
+  // Free ports are picked before the JVM binds them; another process can take one in between, so a
+  // bind failure gets one more try on new ports.
+  for (let attempt = 1; !launched; attempt++) {
+    const ports = await brokerPorts(options.port, options.controllerPort);
+    try {
+      launched = await launchBroker(java, cp, { runDir, ...ports, profile, detached, jvmExtra, template });
+    } catch (err) {
+      if (attempt >= 2 || !/Address already in use/.test(errorText(err))) {
+        if (!options.runDir) await rm(path.join(runDir, 'data'), { recursive: true, force: true });
+        throw err;
+      }
+    }
+  }
+  const { child, port } = launched;
+  let stopped: Promise<void> | undefined;
+  return {
+    brokers: [`127.0.0.1:${port}`],
+    version: KAFKA_VERSION,
+    source: 'local',
+    pid: child.pid,
+    runDir,
+    stop: () =>
+      (stopped ??= (async () => {
+        // Test data goes away with the run dir, so a clean controlled shutdown (~2 s) would buy nothing.
+        await stopChild(child, profile === 'test' ? 'SIGKILL' : 'SIGTERM', 20_000);
+        await rm(runDir, { recursive: true, force: true });
+      })()),
+  };
+}
+
+/** The same broker as an apache/kafka container, for machines with a Docker engine. */
+async function startKafkaContainer(client: ContainerRuntimeClient, options: KafkaOptions): Promise<KafkaHandle> {
+  const { GenericContainer, Wait } = await import('testcontainers');
+  const host = client.info.containerRuntime.host;
+  // Kafka hands clients the advertised address, so the host port must be known before the broker
+  // starts: bind a chosen free port instead of letting Docker pick one.
+  const hostPort = await freePort(options.port);
+  const settings: Record<string, string> = {
+    ...BROKER_SETTINGS,
+    'node.id': '1',
+    'process.roles': 'broker,controller',
+    'controller.quorum.voters': '1@localhost:9093',
+    listeners: 'PLAINTEXT://0.0.0.0:9092,BROKER://0.0.0.0:29092,CONTROLLER://0.0.0.0:9093',
+    // Clients reach PLAINTEXT through the mapped port; the broker talks to itself on BROKER.
+    'advertised.listeners': `PLAINTEXT://${host}:${hostPort},BROKER://localhost:29092`,
+    'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,BROKER:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    'inter.broker.listener.name': 'BROKER',
+    'controller.listener.names': 'CONTROLLER',
+    'log.dirs': '/tmp/kraft-combined-logs',
+  };
+  // The image turns KAFKA_FOO_BAR into foo.bar in its server.properties.
+  const environment = Object.fromEntries(
+    Object.entries(settings).map(([k, v]) => [`KAFKA_${k.toUpperCase().replaceAll('.', '_')}`, v]),
+  );
+  environment.CLUSTER_ID = clusterId();
+  environment.KAFKA_HEAP_OPTS = '-Xmx512m';
+  log(`starting ${KAFKA_IMAGE} in Docker on ${host}:${hostPort}`);
+  const container = await new GenericContainer(KAFKA_IMAGE)
+    .withEnvironment(environment)
+    .withExposedPorts({ container: 9092, host: hostPort })
+    .withWaitStrategy(Wait.forLogMessage(/Kafka Server started/))
+    .withStartupTimeout(180_000)
+    .start();
+  const brokers = [`${host}:${hostPort}`];
+  await waitForKafka(brokers, { what: `Kafka container ${container.getId().slice(0, 12)}`, timeoutMs: 60_000 });
+  await warmUpCoordinators(brokers, 30_000);
+  let stopped: Promise<void> | undefined;
+  return {
+    brokers,
+    version: KAFKA_VERSION,
+    source: 'docker',
+    containerId: container.getId(),
+    stop: () =>
+      (stopped ??= (async () => {
+        await container.stop();
+      })()),
+  };
+}

@@ -1,0 +1,19 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    // One real Kafka broker and one PostgreSQL server for the whole run; spec files get them via inject().
+    globalSetup: ['packages/testkit/src/globalSetup.ts'],
+    include: ['packages/**/src/**/*.spec.ts', 'services/**/src/**/*.spec.ts', 'test/**/*.spec.ts'],
+    exclude: ['**/node_modules/**', '**/.infra/**', '**/.data/**'],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Files run in parallel and keep apart through their own databases and topic prefixes. Two workers
+    // on two cores: the broker and Postgres need CPU too, and more workers only queue behind them.
+    pool: 'forks',
+    maxWorkers: 2,
+    fileParallelism: true,
+    // kafkajs 2 warns about its changed default partitioner on every producer: noise in every test log.
+    env: { KAFKAJS_NO_PARTITIONER_WARNING: '1' },
+  },
+});
