@@ -163,12 +163,17 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
   };
 
   const loop = (async () => {
+    let failures = 0;
     while (running) {
       try {
         await round();
+        failures = 0;
       } catch (e) {
-        log.error({ err: e }, 'Postgres-log consumer round failed; retrying');
-        await sleep(tuning.retryBackoffMs);
+        // The database is away (or the round hit a bug): back off up to the poll interval, log each time.
+        failures++;
+        log.error({ err: e, failures }, 'Postgres-log consumer round failed; retrying');
+        woken = false;
+        await sleep(Math.min(tuning.pollIntervalMs, tuning.retryBackoffMs * 2 ** Math.min(failures - 1, 10)));
       }
     }
   })();
