@@ -7,6 +7,19 @@ export type Position = [string, string];
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
+// jsonb stores keys in its own order: give them back in the documented one.
+const metricOf = (m: any): Activity['metric'] => ({
+  metric_name: m.metric_name,
+  value: m.value,
+  additional_properties: m.additional_properties,
+  context_object_id: m.context_object_id,
+  context_object_type: m.context_object_type,
+  metric_object_id: m.metric_object_id,
+  metric_object_type: m.metric_object_type,
+  deduping_key: m.deduping_key,
+});
+const contactOf = (c: any): Activity['contact'] => (c === null ? null : { id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name });
+
 function activityOf(r: any): Activity {
   return {
     id: r.id,
@@ -14,8 +27,8 @@ function activityOf(r: any): Activity {
     description: r.description,
     event_time: iso(r.event_time),
     recorded_at: iso(r.recorded_at),
-    metric: r.metric,
-    contact: r.contact,
+    metric: metricOf(r.metric),
+    contact: contactOf(r.contact),
     remote_id: r.remote_id,
     remote_platform: r.remote_platform,
   };

@@ -8,8 +8,11 @@ export type Position = [string, string];
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
+// jsonb stores keys in its own order: give conditions back as {field, op, value}.
+const conditionOf = ({ field, op, ...rest }: any) => ({ field, op, ...rest });
+
 export function flowOf(r: any): Flow & { position: Position } {
-  const trigger: FlowTrigger = { metric_name: r.metric_name, property_conditions: r.property_conditions, contact_conditions: r.contact_conditions };
+  const trigger: FlowTrigger = { metric_name: r.metric_name, property_conditions: r.property_conditions.map(conditionOf), contact_conditions: r.contact_conditions.map(conditionOf) };
   return { id: r.id, name: r.name, status: r.status, trigger, created_at: iso(r.created_at), updated_at: iso(r.updated_at), position: [r.pos, r.id] };
 }
 
