@@ -2,6 +2,7 @@ import { Router, type Request } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
 import { ApiError, jsonBody, validate } from '@shopstream/http';
 import type { OpenApiPart, Runtime } from '@shopstream/runtime';
+import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
 /** Body limits: express counts `mb` as MiB. */
@@ -12,8 +13,8 @@ const ARRIVED = Symbol('arrived');
 type Timed = Request & { [ARRIVED]?: Date };
 
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart } {
-  const ports: IngestPorts = { db: rt.db, bus: rt.bus, eventsTopic: rt.topics.events };
+export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: Router; openapi: OpenApiPart } {
+  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events };
   const router = Router();
   // Taken before the body is read, so a large body's upload time does not move the default event_time.
   const arrived = (req: Timed, _res: unknown, next: () => void) => {

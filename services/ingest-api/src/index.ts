@@ -1,8 +1,20 @@
 import type { ServiceFactory } from '@shopstream/runtime';
+import { createContactResolver } from './contactResolver.js';
 import { eventRoutes } from './eventRoutes.js';
 
-/** ingest-api: the event writes, the hot path producers hit. Stateless: the server drains its requests on stop. */
+/**
+ * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
+ * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().
+ */
 export const startIngestApi: ServiceFactory = async (rt) => {
-  const { router, openapi } = eventRoutes(rt);
-  return { name: 'ingest-api', router, openapi, async stop() {} };
+  const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
+  const { router, openapi } = eventRoutes(rt, contacts);
+  return {
+    name: 'ingest-api',
+    router,
+    openapi,
+    async stop() {
+      await contacts.close();
+    },
+  };
 };

@@ -9,15 +9,15 @@ import {
   type EventRecord,
   type ResolvedContact,
 } from '@shopstream/contracts';
-import type { Queryable } from '@shopstream/db';
 import { ApiError } from '@shopstream/http';
 import { counter } from '@shopstream/telemetry';
 import { activityId, activityKey } from './activityId.js';
 import { parseEvent } from './parseEvent.js';
-import { resolveContacts, type ContactQuery } from './resolveContacts.js';
+import type { ContactResolver } from './contactResolver.js';
+import type { ContactQuery } from './resolveContacts.js';
 
 export interface IngestPorts {
-  db: Queryable;
+  contacts: ContactResolver;
   bus: Bus;
   eventsTopic: string;
 }
@@ -59,7 +59,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
   const withContact = valid.filter((v) => v.event.contact !== undefined);
   const resolved = new Map<number, ResolvedContact>();
   if (withContact.length > 0) {
-    const contacts = await resolveContacts(ports.db, req.shopId, withContact.map((v) => v.event.contact as ContactQuery));
+    const contacts = await ports.contacts.resolve(req.shopId, withContact.map((v) => v.event.contact as ContactQuery));
     withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
   }
 

@@ -5,6 +5,7 @@ import { createTestShop, startTestRuntime, startTestServer, type TestServer } fr
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
 import { resolveContacts } from './resolveContacts.js';
+import { createContactResolver } from './contactResolver.js';
 
 let rt: Runtime;
 let server: TestServer;
@@ -133,5 +134,30 @@ describe('resolution order and identifier gaining', () => {
     const again = await postEvent(shop.headers, { phone: '+14155552671', remote_id: 'crm-9' });
     expect(again.body.contact).toEqual({ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9' });
     expect(await rowsOf(shop.shopId)).toEqual([{ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9', name: 'Mia' }]);
+  });
+});
+
+describe('createContactResolver (look-ups of concurrent requests gathered)', () => {
+  it('answers each caller with its own contacts, per shop, and fails only the caller whose shop failed', async () => {
+    const resolver = createContactResolver(rt.db, { lingerMs: 20 });
+    const [s1, s2] = [randomUUID(), randomUUID()];
+    const [a, b, c, bad] = await Promise.allSettled([
+      resolver.resolve(s1, [{ email: 'one@example.com' }]),
+      resolver.resolve(s1, [{ email: 'two@example.com' }, { email: 'one@example.com', remote_id: 'crm-1' }]),
+      resolver.resolve(s2, [{ email: 'one@example.com' }]),
+      // Not a uuid: the database refuses this shop's query.
+      resolver.resolve('not-a-shop', [{ email: 'one@example.com' }]),
+    ]);
+    await resolver.close();
+    const rows1 = await rowsOf(s1);
+    const rows2 = await rowsOf(s2);
+    const one = rows1.find((r: any) => r.email === 'one@example.com');
+    const two = rows1.find((r: any) => r.email === 'two@example.com');
+    expect(rows1).toHaveLength(2);
+    expect(one).toEqual({ id: expect.any(String), email: 'one@example.com', phone: null, remote_id: 'crm-1', name: null });
+    expect(a).toEqual({ status: 'fulfilled', value: [{ ...one }] });
+    expect(b).toEqual({ status: 'fulfilled', value: [{ ...two }, { ...one }] });
+    expect(c).toEqual({ status: 'fulfilled', value: [{ id: rows2[0].id, email: 'one@example.com', phone: null, remote_id: null, name: null }] });
+    expect(bad.status).toBe('rejected');
   });
 });
