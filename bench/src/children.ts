@@ -37,8 +37,10 @@ export function spawnChild(name: string, entry: string, opts: SpawnOptions = {})
   const fd = openSync(logFile, 'a');
   const execArgv = ['--import', 'tsx'];
   if (opts.cpuProfDir) {
-    mkdirSync(opts.cpuProfDir, { recursive: true });
-    execArgv.push('--cpu-prof', `--cpu-prof-dir=${opts.cpuProfDir}`, `--cpu-prof-name=${name}-${Date.now()}.cpuprofile`);
+    // One directory per process: tsx's loader thread writes a profile of its own beside the main thread's.
+    const dir = path.join(opts.cpuProfDir, `${name}-${Date.now()}`);
+    mkdirSync(dir, { recursive: true });
+    execArgv.push('--cpu-prof', `--cpu-prof-dir=${dir}`);
   }
   const child = fork(path.join(here, entry), opts.args ?? [], {
     cwd: REPO_ROOT,

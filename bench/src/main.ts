@@ -4,6 +4,9 @@
  * Kafka and Postgres, prints a table per scenario and writes bench/results/<scenario>.json.
  */
 import os from 'node:os';
+
+// kafkajs 2 warns once per producer about its default partitioner; the bench keys by shop like the services.
+process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 import { parseArgs } from 'node:util';
 import { Bench, type Options } from './context.js';
 import { databaseExists, machine, openInfra } from './infra.js';

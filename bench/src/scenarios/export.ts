@@ -60,28 +60,28 @@ async function seed(db: Db, n: number, log: (s: string) => void): Promise<void> 
       await tx.query(sql`
         INSERT INTO conversations (shop_id, id, agent_id, contact_id, user_id, created_at, updated_at, escalation_time, start_time, resolved_at,
           last_message_at, last_message_content, last_message_id, summary, title, flags, tags, intent, topic, resolution, status, type)
-        SELECT ${EXPORT_SHOP}::uuid, md5('c' || i)::uuid,
-          CASE WHEN i % 4 <> 0 THEN md5('agent' || (i % 50))::uuid END,
-          CASE WHEN i % 3 <> 0 THEN md5('contact' || (i % 200000))::uuid END,
-          CASE WHEN i % 2 = 0 THEN md5('user' || (i % 1000))::uuid END,
+        SELECT ${EXPORT_SHOP}::uuid, overlay(overlay(md5('c' || i) placing '4' from 13) placing '8' from 17)::uuid,
+          CASE WHEN i % 4 <> 0 THEN overlay(overlay(md5('agent' || (i % 50)) placing '4' from 13) placing '8' from 17)::uuid END,
+          CASE WHEN i % 3 <> 0 THEN overlay(overlay(md5('contact' || (i % 200000)) placing '4' from 13) placing '8' from 17)::uuid END,
+          CASE WHEN i % 2 = 0 THEN overlay(overlay(md5('user' || (i % 1000)) placing '4' from 13) placing '8' from 17)::uuid END,
           t, t + (nm * 47 + 60) * interval '1 second',
           CASE WHEN i % 10 = 0 THEN t + interval '5 minutes' END,
           t,
           CASE WHEN i % 3 = 0 THEN t + (nm * 47 + 30) * interval '1 second' END,
-          t + (nm - 1) * 47 * interval '1 second', ${messageText(sql`i`, sql`nm`)}, md5('m' || i || ':' || nm)::uuid,
+          t + (nm - 1) * 47 * interval '1 second', ${messageText(sql`i`, sql`nm`)}, overlay(overlay(md5('m' || i || ':' || nm) placing '4' from 13) placing '8' from 17)::uuid,
           'The customer asked about order #' || (10000 + i % 90000) || ' and its delivery date; the agent confirmed shipping.',
           'Where is my order #' || (10000 + i % 90000) || '?',
-          CASE WHEN i % 7 = 0 THEN jsonb_build_array(jsonb_build_object('id', md5('flag' || (i % 5))::uuid, 'name', 'needs follow-up')) ELSE '[]'::jsonb END,
+          CASE WHEN i % 7 = 0 THEN jsonb_build_array(jsonb_build_object('id', overlay(overlay(md5('flag' || (i % 5)) placing '4' from 13) placing '8' from 17)::uuid, 'name', 'needs follow-up')) ELSE '[]'::jsonb END,
           jsonb_build_array('order-status', 'tier-' || (i % 4)),
-          CASE WHEN i % 5 <> 0 THEN jsonb_build_object('id', md5('intent' || (i % 12))::uuid, 'name', 'intent ' || (i % 12)) ELSE '{}'::jsonb END,
-          CASE WHEN i % 2 = 0 THEN jsonb_build_object('id', md5('topic' || (i % 30))::uuid, 'name', 'topic ' || (i % 30)) ELSE '{}'::jsonb END,
+          CASE WHEN i % 5 <> 0 THEN jsonb_build_object('id', overlay(overlay(md5('intent' || (i % 12)) placing '4' from 13) placing '8' from 17)::uuid, 'name', 'intent ' || (i % 12)) ELSE '{}'::jsonb END,
+          CASE WHEN i % 2 = 0 THEN jsonb_build_object('id', overlay(overlay(md5('topic' || (i % 30)) placing '4' from 13) placing '8' from 17)::uuid, 'name', 'topic ' || (i % 30)) ELSE '{}'::jsonb END,
           (ARRAY['hard','soft','escalated','human','merged'])[1 + i % 5],
           (ARRAY['new','open','pending'])[1 + i % 3],
           (${TYPES}::text[])[1 + i % ${TYPES.length}]
         FROM ${s} AS s`);
       await tx.query(sql`
         INSERT INTO conversation_messages (shop_id, id, conversation_id, created_at, text)
-        SELECT ${EXPORT_SHOP}::uuid, md5('m' || i || ':' || k)::uuid, md5('c' || i)::uuid, t + (k - 1) * 47 * interval '1 second', ${messageText(sql`i`, sql`k`)}
+        SELECT ${EXPORT_SHOP}::uuid, overlay(overlay(md5('m' || i || ':' || k) placing '4' from 13) placing '8' from 17)::uuid, overlay(overlay(md5('c' || i) placing '4' from 13) placing '8' from 17)::uuid, t + (k - 1) * 47 * interval '1 second', ${messageText(sql`i`, sql`k`)}
         FROM ${s} AS s CROSS JOIN LATERAL generate_series(1, nm::int) AS k`);
     });
     log(`seeded ${to.toLocaleString('en-US')} / ${n.toLocaleString('en-US')} conversations (${((performance.now() - started) / 1000).toFixed(0)} s)`);
