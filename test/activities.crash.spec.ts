@@ -50,7 +50,8 @@ async function stream(rt: Runtime, topic: string, records: { key: string; value:
 
 let rt: Runtime;
 beforeAll(async () => {
-  rt = await startTestRuntime({}, 'crash-spec');
+  // Consumer groups of their own: a group shared with other spec files would rebalance with theirs.
+  rt = await startTestRuntime({ CONSUMER_GROUP_PREFIX: `crash-spec-${randomUUID()}.` }, 'crash-spec');
 });
 afterAll(async () => {
   await rt?.close();

@@ -16,7 +16,8 @@ const shop = randomUUID();
 const flowId = randomUUID();
 
 beforeAll(async () => {
-  rt = await startTestRuntime({}, 'dead-letters-spec');
+  // Consumer groups of their own: a group shared with other spec files would rebalance with theirs.
+  rt = await startTestRuntime({ CONSUMER_GROUP_PREFIX: `dead-letters-spec-${randomUUID()}.` }, 'dead-letters-spec');
   // Before the matcher starts, so its first index load holds it.
   await rt.db.query(sql`INSERT INTO flows (shop_id, id, name, status, metric_name) VALUES (${shop}, ${flowId}, 'all valid', 'active', 'valid')`);
   server = await startTestServer(rt, [await startActivityProjector(rt), await startFlowMatcher(rt)]);

@@ -20,7 +20,8 @@ let shop: Awaited<ReturnType<typeof createTestShop>>;
 let other: Awaited<ReturnType<typeof createTestShop>>;
 
 beforeAll(async () => {
-  rt = await startTestRuntime({}, 'activities-spec');
+  // Consumer groups of their own: a group shared with other spec files would rebalance with theirs.
+  rt = await startTestRuntime({ CONSUMER_GROUP_PREFIX: `activities-spec-${randomUUID()}.` }, 'activities-spec');
   services = [await startActivityProjector(rt), await startIngestApi(rt), await startQueryApi(rt)];
   server = await startTestServer(rt, services);
   shop = await createTestShop(rt);

@@ -21,7 +21,8 @@ let a: Awaited<ReturnType<typeof createTestShop>>;
 let b: Awaited<ReturnType<typeof createTestShop>>;
 
 beforeAll(async () => {
-  rt = await startTestRuntime({}, 'flows-spec');
+  // Consumer groups of their own: a group shared with other spec files would rebalance with theirs.
+  rt = await startTestRuntime({ CONSUMER_GROUP_PREFIX: `flows-spec-${randomUUID()}.` }, 'flows-spec');
   server = await startTestServer(rt, [await startActivityProjector(rt), await startIngestApi(rt), await startQueryApi(rt)]);
   a = await createTestShop(rt);
   b = await createTestShop(rt);
