@@ -121,11 +121,25 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await connectAdmin();
       const existing = new Set(await admin.listTopics());
       const missing = specs.filter((s) => !existing.has(s.topic));
-      if (missing.length === 0) return;
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: missing.map((s) => ({ topic: s.topic, numPartitions: s.partitions, replicationFactor: opts.replicationFactor })),
-      });
+      if (missing.length > 0) {
+        // Not waitForLeaders: on KRaft kafkajs' wait can fail with "does not host this topic-partition"
+        // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves.
+        await admin.createTopics({
+          waitForLeaders: false,
+          topics: missing.map((s) => ({ topic: s.topic, numPartitions: s.partitions, replicationFactor: opts.replicationFactor })),
+        });
+      }
+      const names = specs.map((s) => s.topic);
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const ready = await admin
+          .fetchTopicMetadata({ topics: names })
+          .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
+          .catch(() => false);
+        if (ready) return;
+        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     },
 
     async publish(topic, records) {

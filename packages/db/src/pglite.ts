@@ -1,15 +1,17 @@
 import { PGlite, types } from '@electric-sql/pglite';
 import { formatQuery, type Db, type Queryable } from './db.js';
 import { lockDataDir } from './dataDirLock.js';
+import path from 'node:path';
 
 /**
  * A Db over PGlite, the embedded mode's database. PGlite is one connection, so transactions
  * are serialised here: a query outside a transaction waits for the transaction in progress.
  */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
+  // The lock sits beside the database files: PGlite wants a directory of its own.
   const release = dataDir ? lockDataDir(dataDir) : () => {};
   const db = await PGlite.create({
-    dataDir,
+    dataDir: dataDir ? path.join(dataDir, 'pg') : undefined,
     // Same shapes as the server path: bigints as strings (as @databases/pg with bigIntMode 'string').
     // bytea as a Node Buffer, as pg returns it (PGlite's own parser gives a bare Uint8Array).
     parsers: { [types.INT8]: (v: string) => v, [types.BYTEA]: (v: string) => Buffer.from(v.slice(2), 'hex') },

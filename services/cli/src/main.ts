@@ -3,6 +3,8 @@
  * `pnpm cli <command> ...`: each command lives in ./commands/<file>.ts and exports
  * `run(args: string[]): Promise<number>` (the exit code) and `usage: string`.
  */
+import { inspect } from 'node:util';
+
 const commands: Record<string, { file: string; summary: string }> = {
   migrate: { file: './commands/migrate.js', summary: 'apply database migrations' },
   topics: { file: './commands/topics.js', summary: 'topics ensure: create the topics Shopstream owns' },
@@ -45,7 +47,7 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (e: unknown) => {
-    console.error(e instanceof Error ? e.message : String(e));
+    console.error(e instanceof Error ? e.message : inspect(e));
     process.exit(1);
   },
 );
