@@ -60,7 +60,7 @@ async function publishInChunks(bus: Bus, topic: string, rows: { key: string; val
  * rows again later: at least once, same value. Returns how many rows it published.
  */
 export async function drainOutbox(o: DrainOutboxOptions): Promise<number> {
-  const batchSize = o.batchSize ?? 1_000;
+  const batchSize = o.batchSize ?? 5_000;
   const table = sql.ident(o.table);
   let total = 0;
   for (;;) {

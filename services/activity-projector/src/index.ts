@@ -24,9 +24,10 @@ export const startActivityProjector: ServiceFactory = async (rt) => {
     apply: async (tx, records) => {
       await projectActivities(tx, records, new Date());
     },
-    // A failed publish fails the batch: it is delivered again, applies nothing new, and drains again.
+    // Kicked, not awaited: the next batch's Postgres work overlaps this batch's Kafka round trips. The rows
+    // are committed, so nothing waits on this to be safe; a failed drain is retried by the timer.
     afterCommit: async () => {
-      await outbox.drain();
+      outbox.drain().catch((e) => logger.warn({ err: e }, 'outbox drain failed; the timer retries'));
     },
   });
   logger.info({ topic: rt.topics.events }, 'activity projector started');
@@ -34,6 +35,8 @@ export const startActivityProjector: ServiceFactory = async (rt) => {
     name: 'activity-projector',
     async stop() {
       await projection.stop();
+      // Publish what this process committed before it goes; rows a failure leaves go out at the next start.
+      await outbox.drain().catch((e) => logger.warn({ err: e }, 'final outbox drain failed; the rows stay for the next start'));
       await outbox.stop();
     },
   };

@@ -28,8 +28,10 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
     apply: async (tx, records) => {
       await matchTriggers(tx, records, index, new Date());
     },
+    // Kicked, not awaited: the next batch's Postgres work overlaps this batch's Kafka round trips. The rows
+    // are committed, so nothing waits on this to be safe; a failed drain is retried by the timer.
     afterCommit: async () => {
-      await outbox.drain();
+      outbox.drain().catch((e) => logger.warn({ err: e }, 'outbox drain failed; the timer retries'));
     },
   });
   logger.info({ topic: rt.topics.metrics, refresh_ms: rt.env.FLOW_REFRESH_MS }, 'flow matcher started');
@@ -39,6 +41,8 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
     async stop() {
       await projection.stop();
       index.stop();
+      // Publish what this process committed before it goes; rows a failure leaves go out at the next start.
+      await outbox.drain().catch((e) => logger.warn({ err: e }, 'final outbox drain failed; the rows stay for the next start'));
       await outbox.stop();
     },
   };
