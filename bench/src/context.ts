@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { topicNames, type TopicNames } from '@shopstream/bus';
-import { connectPostgres, migrate, type Db } from '@shopstream/db';
+import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
 import { spawnChild, type Child } from './children.js';
 import { cpuMeter, type CpuUse } from './cpu.js';
 import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
@@ -85,7 +85,11 @@ export class Bench {
   }
 
   /** Runs one load in a fresh generator process, metering CPU; onMessage sees its other messages. */
-  async load(spec: LoadSpec, watch: Record<string, Child | undefined> = {}, onMessage?: (m: any) => void): Promise<{ result: LoadResult; cpu: CpuUse }> {
+  async load(
+    spec: LoadSpec,
+    watch: Record<string, Child | undefined> = {},
+    onMessage?: (m: any) => void,
+  ): Promise<{ result: LoadResult; cpu: CpuUse; database: Record<string, number> }> {
     const gen = spawnChild(`load-${spec.mode}`, 'loadProcess.ts');
     this.children.add(gen);
     try {
@@ -96,14 +100,29 @@ export class Bench {
       await new Promise((r) => setTimeout(r, spec.warmupMs));
       const pids = { bench: process.pid, load: gen.pid, ...Object.fromEntries(Object.entries(watch).map(([k, c]) => [k, c?.pid])) };
       const meter = cpuMeter(pids);
+      const db0 = await this.dbCounters();
       const done = gen.next<{ result: LoadResult }>('result', spec.durationMs + spec.warmupMs + 120_000);
       await Promise.race([done, new Promise((r) => setTimeout(r, spec.durationMs))]);
       const cpu = meter.stop();
-      return { result: (await done).result, cpu };
+      const db1 = await this.dbCounters();
+      const result = (await done).result;
+      const database = Object.fromEntries(Object.entries(db1).map(([k, v]) => [k, v - db0[k]]));
+      return { result, cpu, database: { ...database, transactionsPerRequest: result.requests ? Number((database.xact_commit / result.requests).toFixed(2)) : 0 } };
     } finally {
       this.children.delete(gen);
       await gen.stop(5_000);
     }
+  }
+
+  /**
+   * This database's cumulative counters (pg_stat_database): transactions (every statement outside a
+   * transaction is one), rows written and read. Postgres publishes them about once a second.
+   */
+  async dbCounters(): Promise<Record<string, number>> {
+    const [r] = await this.db.query(sql`
+      SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_fetched, blks_read, blks_hit
+      FROM pg_stat_database WHERE datname = ${this.databaseName}`);
+    return Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number(v)]));
   }
 
   kafka(clientId = 'shopstream-bench'): Kafka {

@@ -32,7 +32,7 @@ export type LoadSpec =
   | (Common & { mode: 'closed'; baseUrl: string; shops: Shop[]; concurrency: number; bulkSize: number })
   | (Common & { mode: 'open'; baseUrl: string; shops: Shop[]; rate: number; maxConnections: number; collectAnswers?: boolean })
   | (Common & { mode: 'producer'; brokers: string[]; topic: string; shops: Shop[]; concurrency: number; bulkSize: number })
-  | { mode: 'get'; baseUrl: string; shop: Shop; paths: string[]; walk: boolean; durationMs: number; warmupMs: number };
+  | { mode: 'get'; baseUrl: string; shop: Shop; paths: string[]; walk: boolean; durationMs: number; warmupMs: number; maxMs?: number };
 
 export interface LoadResult {
   /** Requests (or sends) completed inside the measurement window. */
@@ -54,6 +54,8 @@ export interface LoadResult {
   pages?: number;
   conversations?: number;
   totalMs?: number;
+  /** get with maxMs: whether every path (and walk) ran to its end before the time ran out. */
+  complete?: boolean;
 }
 
 const bulkPath = '/v2026-04/events/bulk/';
@@ -247,9 +249,14 @@ async function get(spec: Extract<LoadSpec, { mode: 'get' }>): Promise<LoadResult
   let conversations = 0;
   let firstError: string | undefined;
   const t0 = performance.now();
+  let complete = true;
   for (const start of spec.paths) {
     let path: string | null = start;
     while (path) {
+      if (spec.maxMs !== undefined && performance.now() - t0 > spec.maxMs) {
+        complete = false;
+        break;
+      }
       const s = performance.now();
       const res = await pool.request({ method: 'GET', path, headers: { authorization: `Bearer ${spec.shop.key}`, 'x-shop-id': spec.shop.shopId } });
       const text = await res.body.text();
@@ -281,6 +288,7 @@ async function get(spec: Extract<LoadSpec, { mode: 'get' }>): Promise<LoadResult
     pages,
     conversations,
     totalMs,
+    complete,
   };
 }
 

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { sql } from '@shopstream/db';
 import type { Bench } from '../context.js';
 import type { ScenarioResult } from '../report.js';
+import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 import { epochMs, sleep, summarize } from '../stats.js';
 
 const RATE = 1_000;
@@ -80,6 +81,7 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
   const metricDeadline = performance.now() + 30_000;
   while ([...answered.keys()].some((id) => !metricSeen.has(id)) && performance.now() < metricDeadline) await sleep(50);
   await consumer.disconnect();
+  const serverMetrics = { ingest: await scrapeHistograms(api.baseUrl, SERVICE_HISTOGRAMS), projector: await scrapeHistograms(proj.baseUrl, SERVICE_HISTOGRAMS) };
   await b.stopChild(api.child);
   await b.stopChild(proj.child);
 
@@ -114,6 +116,7 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
       toMetricMs: metric,
       poll: { polls, meanQueryMs: polls ? pollMs / polls : 0 },
       load,
+      serverMetrics,
     },
     notes: [
       `${RATE} single events/s, open loop, ${answered.size.toLocaleString('en-US')} accepted in the window; ${missingRows} rows and ${missingMetrics} metric events not seen within 30 s after it.`,

@@ -1,5 +1,6 @@
 import type { Bench } from '../context.js';
 import type { ScenarioResult } from '../report.js';
+import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 
 /**
  * Closed-loop clients posting 100-event bulk requests to ingest-api, against a bare kafkajs producer
@@ -11,6 +12,7 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
 
   const { child, baseUrl } = await b.server(['ingest-api']);
   const api = await b.load({ mode: 'closed', baseUrl, seed: `bulk-${Date.now()}`, ...common }, { server: child });
+  const serverMetrics = await scrapeHistograms(baseUrl, SERVICE_HISTOGRAMS);
   await b.stopChild(child);
 
   const bare = await b.load({ mode: 'producer', brokers: b.infra.brokers, topic: b.topics.events, seed: `bare-${Date.now()}`, ...common });
@@ -25,7 +27,7 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
       { measure: 'bulk request latency p50', value: api.result.latencyMs.p50, unit: 'ms', baseline: { name: 'bare send p50', value: bare.result.latencyMs.p50 } },
       { measure: 'bulk request latency p99', value: api.result.latencyMs.p99, unit: 'ms', baseline: { name: 'bare send p99', value: bare.result.latencyMs.p99 } },
     ],
-    details: { concurrency, bulkSize: 100, ingestApi: api, bareProducer: bare },
+    details: { concurrency, bulkSize: 100, ingestApi: api, bareProducer: bare, serverMetrics },
     notes: [
       `${concurrency} closed-loop clients, 100 events per request; about half the events carry a contact from a pool of 20,000 per shop, a third are keyed by remote_id; 8 shops.`,
       'ingest-api ran alone in its own process (LOG_LEVEL as given); the load came from another process.',

@@ -1,6 +1,7 @@
 import type { Bench } from '../context.js';
 import type { LoadResult } from '../loadProcess.js';
 import type { Row, ScenarioResult } from '../report.js';
+import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 
 export const OFFERED_RATES = [500, 1_000, 2_000];
 
@@ -36,11 +37,12 @@ export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
       { measure: `@${rate}/s answered`, value: r.result.requestsPerSecond, unit: 'req/s' },
     );
   }
+  const serverMetrics = await scrapeHistograms(baseUrl, SERVICE_HISTOGRAMS);
   await b.stopChild(child);
   return {
     scenario: 'ingest-single',
     rows,
-    details: { concurrency, phases },
+    details: { concurrency, phases, serverMetrics },
     notes: [
       `Saturation: ${concurrency} closed-loop clients. Fixed rates: open loop, up to 512 connections, latency from each request's scheduled send time, so a server that falls behind shows its queue.`,
       'Every request carries one realistic event (half with a contact, a third keyed by remote_id); 8 shops.',

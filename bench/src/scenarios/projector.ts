@@ -7,6 +7,7 @@ import { eventMaker, eventRecordOf } from '../events.js';
 import type { ScenarioResult } from '../report.js';
 import { sleep } from '../stats.js';
 import { cpuMeter } from '../cpu.js';
+import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 
 /** Rows per statement in the baseline: about what one kafkajs fetch hands the projector per partition. */
 const BASELINE_BATCH = 1_000;
@@ -69,7 +70,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
     if (performance.now() - spawned > 120_000) throw new Error('the projector wrote nothing within 120 s');
     await sleep(20);
   }
-  const { child } = await serverPromise;
+  const { child, baseUrl } = await serverPromise;
   const meter = cpuMeter({ bench: process.pid, projector: child.pid });
   let done = first;
   let doneAt = firstAt;
@@ -83,6 +84,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   const cpu = meter.stop();
   while ((await outboxLeft()) > 0 && performance.now() < deadline) await sleep(50);
   const metricsDoneAt = performance.now();
+  const serverMetrics = await scrapeHistograms(baseUrl, SERVICE_HISTOGRAMS);
   await b.stopChild(child);
 
   const seconds = (doneAt - firstAt) / 1000;
@@ -100,7 +102,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
       withContact,
       fillSeconds,
       baseline: { seconds: baselineSeconds, batch: BASELINE_BATCH },
-      projector: { startToFirstRowSeconds: (firstAt - spawned) / 1000, firstRowsSeen: first, seconds, cpu },
+      projector: { startToFirstRowSeconds: (firstAt - spawned) / 1000, firstRowsSeen: first, seconds, cpu, serverMetrics },
     },
     notes: [
       `${total.toLocaleString('en-US')} event records (${withContact.toLocaleString('en-US')} with a contact) pre-filled on a ${12}-partition topic; the rate is timed from the first activity row to the last (process start excluded).`,

@@ -1,0 +1,40 @@
+import { request } from 'undici';
+
+export interface HistogramTotals {
+  count: number;
+  sumSeconds: number;
+  meanMs: number;
+}
+
+/**
+ * The service's own histograms from its /metrics (Prometheus text), summed over labels: how many Kafka
+ * sends, consumer batches or requests it made and their mean time. Evidence for where time goes.
+ */
+export async function scrapeHistograms(baseUrl: string, names: string[]): Promise<Record<string, HistogramTotals & { byLabel: Record<string, HistogramTotals> }>> {
+  const res = await request(`${baseUrl}/metrics`);
+  const text = await res.body.text();
+  const out: Record<string, HistogramTotals & { byLabel: Record<string, HistogramTotals> }> = {};
+  for (const name of names) {
+    const byLabel: Record<string, HistogramTotals> = {};
+    let count = 0;
+    let sum = 0;
+    for (const line of text.split('\n')) {
+      const m = new RegExp(`^${name}_(sum|count)(\\{[^}]*\\})? ([0-9.e+-]+)$`).exec(line);
+      if (!m) continue;
+      const labels = m[2] ?? '{}';
+      const entry = (byLabel[labels] ??= { count: 0, sumSeconds: 0, meanMs: 0 });
+      if (m[1] === 'sum') {
+        entry.sumSeconds += Number(m[3]);
+        sum += Number(m[3]);
+      } else {
+        entry.count += Number(m[3]);
+        count += Number(m[3]);
+      }
+    }
+    for (const e of Object.values(byLabel)) e.meanMs = e.count ? Number(((1000 * e.sumSeconds) / e.count).toFixed(2)) : 0;
+    out[name] = { count, sumSeconds: Number(sum.toFixed(3)), meanMs: count ? Number(((1000 * sum) / count).toFixed(2)) : 0, byLabel };
+  }
+  return out;
+}
+
+export const SERVICE_HISTOGRAMS = ['shopstream_kafka_send_seconds', 'shopstream_http_request_seconds', 'shopstream_consumer_batch_seconds'];
