@@ -18,6 +18,8 @@ export async function startTestRuntime(overrides: Record<string, string | undefi
     KAFKA_PARTITIONS: '3',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
     CURSOR_SECRET: 'test-cursor-secret-0123456789',
+    // Consumer groups of their own too: spec files sharing a group would rebalance against each other.
+    CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
     ...overrides,
   });
   return openRuntime(env, name);
