@@ -11,6 +11,13 @@ export interface OpenApiParam {
   description?: string;
 }
 
+/**
+ * A response header. The string shorthand is a required string header with that description; `required`
+ * false documents a header only some answers of that status carry.
+ */
+export type OpenApiHeader = string | { description: string; type?: 'string' | 'integer'; required?: boolean };
+export type OpenApiHeaders = Record<string, OpenApiHeader>;
+
 export interface OpenApiOperation {
   method: 'get' | 'post' | 'patch' | 'delete';
   /** OpenAPI path template, e.g. `/v2026-04/flows/{id}/`. */
@@ -23,19 +30,84 @@ export interface OpenApiOperation {
   query?: z.ZodObject;
   body?: z.ZodType;
   /** Success responses; the error responses are added from `errors`. */
-  responses: Record<number, { description: string; schema?: z.ZodType; headers?: Record<string, string> }>;
+  responses: Record<number, { description: string; schema?: z.ZodType; headers?: OpenApiHeaders }>;
   /** HTTP statuses of the error body this operation can answer. */
   errors: number[];
+  /** Headers some error statuses carry, e.g. Retry-After on 503. */
+  errorHeaders?: Partial<Record<number, OpenApiHeaders>>;
 }
 
 export interface OpenApiPart {
   operations: OpenApiOperation[];
 }
 
-const jsonSchema = (s: z.ZodType, io: 'input' | 'output') =>
-  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Record<string, unknown>;
+type Json = Record<string, unknown>;
+type Io = 'input' | 'output';
 
-const strip = ({ $schema: _s, ...rest }: Record<string, unknown>) => rest;
+const jsonSchema = (s: z.ZodType, io: Io) =>
+  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Json;
+
+const DEFS = '#/$defs/';
+const COMPONENTS = '#/components/schemas/';
+
+function mapRefs(node: unknown, ref: (r: string) => string): unknown {
+  if (Array.isArray(node)) return node.map((n) => mapRefs(n, ref));
+  if (node === null || typeof node !== 'object') return node;
+  return Object.fromEntries(Object.entries(node).map(([k, v]) => [k, k === '$ref' && typeof v === 'string' ? ref(v) : mapRefs(v, ref)]));
+}
+
+function refsOf(node: unknown, out = new Set<string>()): Set<string> {
+  if (Array.isArray(node)) for (const n of node) refsOf(n, out);
+  else if (node !== null && typeof node === 'object') {
+    for (const [k, v] of Object.entries(node)) {
+      if (k === '$ref' && typeof v === 'string' && v.startsWith(DEFS)) out.add(v.slice(DEFS.length));
+      else refsOf(v, out);
+    }
+  }
+  return out;
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * Moves the schemas zod names (`.meta({ id })`) out of each generated schema's `$defs` into
+ * `components.schemas`: inside an OpenAPI document `#/$defs/X` would resolve against the document's root,
+ * where nothing is. A schema whose input form (defaults make fields optional) differs from its output
+ * form gets a second entry, `<id>Input`. Output forms must all be added before any input form.
+ */
+class Components {
+  readonly schemas: Record<string, Json> = {};
+  private readonly outputs = new Map<string, string>();
+  private inputsStarted = false;
+
+  add(s: z.ZodType, io: Io): Json {
+    const { $schema: _s, $defs, ...top } = jsonSchema(s, io) as Json & { $defs?: Record<string, Json> };
+    const defs = $defs ?? {};
+    if (io === 'output' && this.inputsStarted) throw new Error('buildOpenApi: output schemas go in before input schemas');
+    if (io === 'input') this.inputsStarted = true;
+    // An input form differs when its own text differs or it refers to one that differs.
+    const differs = new Set(io === 'input' ? Object.keys(defs).filter((id) => this.outputs.has(id) && this.outputs.get(id) !== JSON.stringify(defs[id])) : []);
+    for (let grew = true; grew; ) {
+      grew = false;
+      for (const id of Object.keys(defs)) {
+        if (!differs.has(id) && this.outputs.has(id) && [...refsOf(defs[id])].some((r) => differs.has(r))) {
+          differs.add(id);
+          grew = true;
+        }
+      }
+    }
+    const name = (id: string) => (differs.has(id) ? `${id}Input` : id);
+    const ref = (r: string) => (r.startsWith(DEFS) ? COMPONENTS + name(r.slice(DEFS.length)) : r);
+    for (const [id, def] of Object.entries(defs)) {
+      if (io === 'output') this.outputs.set(id, JSON.stringify(def));
+      const body = mapRefs(def, ref) as Json;
+      const existing = this.schemas[name(id)];
+      if (existing && !same(existing, body)) throw new Error(`buildOpenApi: two different schemas named ${name(id)}`);
+      this.schemas[name(id)] = body;
+    }
+    return mapRefs(top, ref) as Json;
+  }
+}
 
 const errorDescriptions: Record<number, string> = {
   400: 'validation_error, invalid_json, invalid_cursor or invalid_shop',
@@ -48,42 +120,64 @@ const errorDescriptions: Record<number, string> = {
   503: 'unavailable: retry after Retry-After seconds',
 };
 
+/** Every answer carries it; error bodies repeat it as `error.request_id`. */
+const requestIdHeader: OpenApiHeaders = { 'X-Request-Id': 'The request id: the caller\'s X-Request-Id when it is a valid one, else a new uuid.' };
+
+const headerObjects = (headers: OpenApiHeaders) =>
+  Object.fromEntries(
+    Object.entries({ ...requestIdHeader, ...headers }).map(([h, d]) => {
+      const { description, type = 'string', required = true } = typeof d === 'string' ? { description: d } : d;
+      return [h, { description, required, schema: { type } }];
+    }),
+  );
+
 /** An OpenAPI 3.1 document generated from the zod contracts the routes validate with. */
 export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: string): Record<string, unknown> {
-  const paths: Record<string, Record<string, unknown>> = {};
-  for (const op of parts.flatMap((p) => p.operations)) {
-    const parameters = [
-      { name: 'X-Shop-Id', in: 'header', required: true, schema: { type: 'string', format: 'uuid' }, description: 'The shop addressed.' },
-      ...(op.params ?? []).map((p) => ({ name: p.name, in: p.in, required: p.in === 'path' ? true : (p.required ?? false), description: p.description, schema: strip(jsonSchema(p.schema, 'input')) })),
-      ...Object.entries(op.query?.shape ?? {}).map(([name, s]) => ({
-        name,
-        in: 'query',
-        required: !(s as z.ZodType).safeParse(undefined).success,
-        schema: strip(jsonSchema(s as z.ZodType, 'input')),
-        description: (s as z.ZodType).description,
-      })),
-    ];
+  const components = new Components();
+  const errorBody = components.add(errorBodySchema, 'output');
+  const ops = parts.flatMap((p) => p.operations);
+  // Responses first: Components names the output form of a schema by its id.
+  const responsesOf = ops.map((op) => {
     const responses: Record<string, unknown> = {};
     for (const [status, r] of Object.entries(op.responses)) {
       responses[status] = {
         description: r.description,
-        ...(r.headers ? { headers: Object.fromEntries(Object.entries(r.headers).map(([h, d]) => [h, { description: d, schema: { type: 'string' } }])) } : {}),
-        ...(r.schema ? { content: { 'application/json': { schema: strip(jsonSchema(r.schema, 'output')) } } } : {}),
+        headers: headerObjects(r.headers ?? {}),
+        ...(r.schema ? { content: { 'application/json': { schema: components.add(r.schema, 'output') } } } : {}),
       };
     }
     for (const status of op.errors) {
-      responses[String(status)] = { description: errorDescriptions[status] ?? 'error', content: { 'application/json': { schema: { $ref: '#/components/schemas/ErrorBody' } } } };
+      responses[String(status)] = {
+        description: errorDescriptions[status] ?? 'error',
+        headers: headerObjects(op.errorHeaders?.[status] ?? {}),
+        content: { 'application/json': { schema: errorBody } },
+      };
     }
+    return responses;
+  });
+  const paths: Record<string, Record<string, unknown>> = {};
+  ops.forEach((op, i) => {
+    const parameters = [
+      { name: 'X-Shop-Id', in: 'header', required: true, schema: { type: 'string', format: 'uuid' }, description: 'The shop addressed.' },
+      ...(op.params ?? []).map((p) => ({ name: p.name, in: p.in, required: p.in === 'path' ? true : (p.required ?? false), description: p.description, schema: components.add(p.schema, 'input') })),
+      ...Object.entries(op.query?.shape ?? {}).map(([name, s]) => ({
+        name,
+        in: 'query',
+        required: !(s as z.ZodType).safeParse(undefined).success,
+        schema: components.add(s as z.ZodType, 'input'),
+        description: (s as z.ZodType).description,
+      })),
+    ];
     paths[op.path] ??= {};
     paths[op.path][op.method] = {
       summary: op.summary,
       description: op.description,
       tags: op.tags,
       parameters,
-      ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: strip(jsonSchema(op.body, 'input')) } } } } : {}),
-      responses,
+      ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: components.add(op.body, 'input') } } } } : {}),
+      responses: responsesOf[i],
     };
-  }
+  });
   return {
     openapi: '3.1.0',
     info: { title: `Shopstream ${title}`, version: '2026-04', description: 'Event recording and conversation export, one shop per request.' },
@@ -92,7 +186,7 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
     paths,
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API key created with `pnpm cli api-keys create`.' } },
-      schemas: { ErrorBody: strip(jsonSchema(errorBodySchema, 'output')) },
+      schemas: components.schemas,
     },
   };
 }

@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
 import { ApiError, jsonBody, validate } from '@shopstream/http';
-import type { OpenApiPart, Runtime } from '@shopstream/runtime';
+import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
@@ -38,6 +38,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
     res.status(202).json(outcome.event);
   });
 
+  const unavailable: Partial<Record<number, OpenApiHeaders>> = {
+    503: { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } },
+  };
   const openapi: OpenApiPart = {
     operations: [
       {
@@ -52,6 +55,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
         body: eventInputSchema,
         responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema } },
         errors: [400, 401, 403, 413, 415, 503],
+        errorHeaders: unavailable,
       },
       {
         method: 'post',
@@ -64,6 +68,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
         body: bulkRequestDocSchema,
         responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema } },
         errors: [400, 401, 403, 413, 415, 503],
+        errorHeaders: unavailable,
       },
     ],
   };

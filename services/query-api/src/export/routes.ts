@@ -1,7 +1,7 @@
 import { Router, type Request } from 'express';
 import { exportPageSchema, exportQuerySchema, type ExportPage, type ExportQuery, MAX_EXPORT_LIMIT } from '@shopstream/contracts';
 import { ApiError, baseUrlOf, pageLink, rateLimit, validate, type CursorCodec } from '@shopstream/http';
-import type { OpenApiPart, Runtime } from '@shopstream/runtime';
+import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
 import type { Queryable } from '@shopstream/db';
 import { exportCursorCodec, filterFingerprint, type ExportCursor } from './exportCursor.js';
 import { fetchExportPage, type ExportFilters, type Key } from './exportPage.js';
@@ -28,12 +28,16 @@ const filterParams = [
 ] as const satisfies readonly (keyof ExportQuery)[];
 
 const rateLimitHeaders = {
-  'RateLimit-Limit': 'Requests allowed per window for this API key and shop.',
-  'RateLimit-Remaining': 'Requests left in the current window.',
-  'RateLimit-Reset': 'Seconds until the window resets.',
+  'RateLimit-Limit': { description: 'Requests allowed per window for this API key and shop.', type: 'integer' },
+  'RateLimit-Remaining': { description: 'Requests left in the current window.', type: 'integer' },
+  'RateLimit-Reset': { description: 'Seconds until the window resets.', type: 'integer' },
   'RateLimit-Policy': 'IETF draft policy, e.g. "default";q=60;w=60.',
   RateLimit: 'IETF draft state, e.g. "default";r=59;t=42.',
-};
+} satisfies OpenApiHeaders;
+
+/** The limit is counted after the key and the shop are checked: a 400 invalid_shop has no counter to report. */
+const optional = (hs: OpenApiHeaders): OpenApiHeaders =>
+  Object.fromEntries(Object.entries(hs).map(([h, d]) => [h, typeof d === 'string' ? { description: d, required: false } : { ...d, required: false }]));
 
 export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { router: Router; openapi: OpenApiPart } {
   const clock = opts.clock ?? Date.now;
@@ -73,6 +77,10 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { rou
           query: exportQuerySchema,
           responses: { 200: { description: 'A page of conversations.', schema: exportPageSchema, headers: rateLimitHeaders } },
           errors: [400, 401, 403, 429],
+          errorHeaders: {
+            400: optional(rateLimitHeaders),
+            429: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds until the window resets: the same as RateLimit-Reset.', type: 'integer' } },
+          },
         },
       ],
     },
