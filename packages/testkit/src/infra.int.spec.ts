@@ -2,6 +2,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, dropTestDatabase, testInfra, uniquePrefix } from './index.js';
+import { pollUntil } from './proc.js';
 
 /** Proves the servers the run provides are real: each guarantee below needs a real broker or server. */
 describe('testkit infrastructure', () => {
@@ -17,7 +18,17 @@ describe('testkit infrastructure', () => {
     const admin = kafka.admin();
     await admin.connect();
     cleanups.push(() => admin.disconnect());
-    expect(await admin.createTopics({ topics: [{ topic, numPartitions: 2 }], waitForLeaders: true })).toBe(true);
+    // Not waitForLeaders: on KRaft kafkajs' own wait can fail with "does not host this topic-partition"
+    // while the leaders are being elected (tulios/kafkajs#1563); poll the metadata instead.
+    expect(await admin.createTopics({ topics: [{ topic, numPartitions: 2 }] })).toBe(true);
+    await pollUntil(
+      `leaders for ${topic}`,
+      async () => {
+        const { topics } = await admin.fetchTopicMetadata({ topics: [topic] });
+        if (!topics[0]?.partitions.every((p) => p.leader >= 0) || topics[0].partitions.length !== 2) throw new Error('no leaders yet');
+      },
+      { timeoutMs: 30_000, intervalMs: 50 },
+    );
     expect(await admin.listTopics()).toContain(topic);
 
     const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });

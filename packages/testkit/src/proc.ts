@@ -24,8 +24,9 @@ export function delay(ms: number): Promise<void> {
 }
 
 /**
- * Calls `attempt` until it resolves or the deadline passes. `abort` is checked between attempts so a
- * server process that died stops the wait at once instead of at the deadline.
+ * Calls `attempt` until it resolves or the deadline passes. An attempt still pending at the deadline loses
+ * the race too (a half-started server can accept a connection and never answer). `abort` is checked
+ * between attempts so a server process that died stops the wait at once instead of at the deadline.
  */
 export async function pollUntil<T>(
   what: string,
@@ -37,10 +38,18 @@ export async function pollUntil<T>(
   for (;;) {
     const aborted = opts.abort?.();
     if (aborted) throw new Error(`${what}: ${aborted}`);
+    let timer: NodeJS.Timeout | undefined;
     try {
-      return await attempt();
+      const expired = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error('attempt still pending at the deadline')), Math.max(0, deadline - Date.now()));
+      });
+      const pending = attempt();
+      pending.catch(() => undefined); // it may settle after losing the race
+      return await Promise.race([pending, expired]);
     } catch (err) {
       last = err;
+    } finally {
+      clearTimeout(timer);
     }
     if (Date.now() >= deadline) {
       throw new Error(`${what}: not ready within ${opts.timeoutMs} ms (last error: ${errorText(last)})`);
