@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import type { Router } from 'express';
 import { headers as H, schemas, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
 import { createKafkaBus } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
@@ -29,6 +28,8 @@ type Json = Record<string, any>;
 /** The base URI the document is registered under: its `#/components/schemas/...` refs resolve in it. */
 const DOC_ID = 'https://shopstream.test/openapi.json';
 const EXPORT_LIMIT = 8;
+/** Headers of HTTP itself, which an OpenAPI document does not list. */
+const HTTP_HEADERS = new Set(['content-type', 'content-length', 'date', 'connection', 'keep-alive', 'transfer-encoding']);
 /** Statuses the document lists that this test does not reach, with why. Kept short on purpose. */
 const UNREACHED: Record<string, number[]> = {};
 
@@ -110,6 +111,10 @@ async function call(c: Call): Promise<Answer> {
     const typed = h.schema?.type === 'integer' ? (/^-?\d+$/.test(value) ? Number(value) : value) : value;
     expectValid(schemaPtr, typed, `${what}: header ${name}`);
   }
+  // The other way round: a header of its own the server sends must be in the document.
+  const documentedHeaders = new Set(Object.keys(response.headers ?? {}).map((h) => h.toLowerCase()));
+  const undocumented = [...res.headers.keys()].filter((h) => !HTTP_HEADERS.has(h) && !documentedHeaders.has(h));
+  expect(undocumented, `${what} with headers the document does not list`).toEqual([]);
   if (!reached.has(key)) reached.set(key, new Set());
   reached.get(key)!.add(res.status);
   return { status: res.status, body, text, headers: res.headers };
@@ -145,7 +150,7 @@ function expectError(r: Answer, status: number, code: string) {
 }
 
 /** Every route the services' routers mount, as `method /v2026-04/path/{param}/`. */
-function mountedRoutes(router: Router, prefix = '/v2026-04'): string[] {
+function mountedRoutes(router: NonNullable<StartedService['router']>, prefix = '/v2026-04'): string[] {
   const out: string[] = [];
   for (const layer of (router as unknown as { stack: any[] }).stack) {
     if (layer.route) {
