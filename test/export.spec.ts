@@ -1,12 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { headers as H, schemas, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
-import { sql } from '@shopstream/db';
+import { sql, type SQLQuery } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 // The export's routes with a clock seam; the query-api's index mounts the same function.
 import { exportRoutes } from '../services/query-api/src/export/routes.js';
+import { fetchExportPage } from '../services/query-api/src/export/exportPage.js';
 
 const DAY = 24 * 3600 * 1000;
 /** The frozen "now" of the export under test; tests move it to show what a cursor pins. */
@@ -449,6 +450,32 @@ describe('GET /v2026-04/conversations/export/', () => {
       expect([...next.searchParams.keys()]).toEqual(['limit', 'cursor']);
     } finally {
       await other.stop();
+    }
+  });
+  it('reads a page in at most three statements, each an index range scan on (shop_id, ...) with no sort of conversations', async () => {
+    const { shopId } = await createTestShop(rt);
+    const cs = Array.from({ length: 30 }, (_, i) => conversation({ created_at: new Date(Date.parse('2026-04-07T00:00:00Z') + i * 1000).toISOString() }));
+    await seed(shopId, cs, cs.map((c) => ({ conversation_id: c.id, id: randomUUID(), created_at: c.created_at, text: 'x' })));
+    const o = ordered(cs);
+    for (const direction of ['next', 'prev'] as const) {
+      const statements: SQLQuery[] = [];
+      const page = await rt.db.tx(async (tx) => {
+        // A table this small would be read whole otherwise; the question is whether an index CAN serve the order.
+        await tx.query(sql`SET LOCAL enable_seqscan = off`);
+        await tx.query(sql`SET LOCAL enable_bitmapscan = off`);
+        const capture = { query: (q: SQLQuery) => (statements.push(q), tx.query(q)) };
+        const p = await fetchExportPage(capture, { filters: { shopId }, direction, after: [o[15].created_at.replace('Z', '000Z'), o[15].id], limit: 10 });
+        const plans: string[] = [];
+        for (const q of statements) plans.push(JSON.stringify((await tx.query(sql`EXPLAIN (FORMAT JSON) ${q}`))[0]['QUERY PLAN']));
+        return { p, plans };
+      });
+      expect(page.p.conversations.map((c) => c.id)).toEqual((direction === 'next' ? o.slice(16, 26) : o.slice(5, 15)).map((c) => c.id));
+      expect(statements.length).toBe(3);
+      const [main, ...rest] = page.plans;
+      expect(main).toContain('"Index Name":"conversations_export"');
+      expect(main).not.toContain('"Node Type":"Sort"');
+      expect(rest.join()).toContain('"Index Name":"conversation_messages_by_conversation"');
+      expect(rest.join()).not.toContain('Seq Scan');
     }
   });
 });

@@ -74,13 +74,14 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
       : p.direction === 'next'
         ? sql`(created_at, id) > (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`
         : sql`(created_at, id) < (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`;
-  const order = p.direction === 'next' ? sql`ORDER BY created_at, id` : sql`ORDER BY created_at DESC, id DESC`;
+  // Qualified: unqualified, ORDER BY would take the formatted created_at of the select list, and no index.
+  const order = p.direction === 'next' ? sql`ORDER BY c.created_at, c.id` : sql`ORDER BY c.created_at DESC, c.id DESC`;
   const rows = await db.query(sql`
     SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
       ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
       ${text('last_message_at')} AS last_message_at, ${text('resolved_at')} AS resolved_at,
       last_message_content, summary, title, flags, tags, intent, topic, resolution, status, type
-    FROM conversations WHERE ${where} AND ${keyCond} ${order} LIMIT ${p.limit + 1}`);
+    FROM conversations c WHERE ${where} AND ${keyCond} ${order} LIMIT ${p.limit + 1}`);
   const more = rows.length > p.limit;
   const page = (more ? rows.slice(0, p.limit) : rows).slice();
   if (p.direction === 'prev') page.reverse();
@@ -104,9 +105,9 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
     ids.length === 0
       ? Promise.resolve([])
       : db.query(sql`
-          SELECT conversation_id, id, ${text('created_at')} AS created_at, text FROM conversation_messages
+          SELECT conversation_id, id, ${text('created_at')} AS created_at, text FROM conversation_messages m
           WHERE shop_id = ${p.filters.shopId} AND conversation_id = ANY(${arrayLiteral(ids)}::uuid[])
-          ORDER BY conversation_id, created_at, id`),
+          ORDER BY m.conversation_id, m.created_at, m.id`),
     behindOf(),
   ]);
   const messages = new Map<string, Conversation['messages']>();
