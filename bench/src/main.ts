@@ -9,6 +9,7 @@ import os from 'node:os';
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 import { parseArgs } from 'node:util';
 import { Bench, type Options } from './context.js';
+import { cpuMeter } from './cpu.js';
 import { databaseExists, machine, openInfra } from './infra.js';
 import { tableOf, writeResult, type ScenarioResult } from './report.js';
 import { ingestBulk } from './scenarios/ingestBulk.js';
@@ -88,7 +89,11 @@ async function main(argv: string[]): Promise<number> {
   try {
     for (const name of chosen) {
       const startedAt = new Date();
-      const load = { loadAvg: os.loadavg().map((x) => Number(x.toFixed(2))) };
+      // What everyone else was using just before: the benchmark had nothing running during these 3 s.
+      const quiet = cpuMeter({});
+      await new Promise((r) => setTimeout(r, 3_000));
+      const before = quiet.stop();
+      const load = { loadAvg: os.loadavg().map((x) => Number(x.toFixed(2))), coresBusyBefore: Number((before.machineBusy * os.cpus().length).toFixed(2)) };
       console.log(`\n== ${name} ==`);
       // The export's seeded read model takes minutes to make: with --keep, a later run reuses it.
       const dbName = name === 'export' ? `bench_export_${opts.conversations}` : `bench_${name.replaceAll('-', '_')}`;
