@@ -45,7 +45,73 @@ type Json = Record<string, unknown>;
 type Io = 'input' | 'output';
 
 const jsonSchema = (s: z.ZodType, io: Io) =>
-  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline' }) as Json;
+  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline', override: caseInsensitivePatterns }) as Json;
+
+const isLetter = (c: string) => c.toLowerCase() !== c.toUpperCase();
+const otherCase = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
+
+/**
+ * The same language as `source` with the `i` flag, written without it: JSON Schema patterns have no
+ * flags. Letters become `[aA]`, class members and ranges get their other case. Covers the syntax the
+ * contracts use (classes, ranges, escapes, groups, quantifiers); unicode case folding beyond that is not.
+ */
+function caseless(source: string): string {
+  let out = '';
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === '\\') {
+      // An escape and its argument stay as they are: \d, \u00e9, \p{L}, \x41.
+      const m = /^\\(u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|[pP]\{[^}]*\}|c[A-Za-z]|.)/.exec(source.slice(i));
+      out += m![0];
+      i += m![0].length - 1;
+    } else if (c === '[') {
+      let j = i + 1;
+      let cls = '';
+      let extra = '';
+      if (source[j] === '^') cls += source[j++];
+      for (; j < source.length && source[j] !== ']'; j++) {
+        if (source[j] === '\\') {
+          cls += source[j] + source[j + 1];
+          j++;
+        } else if (source[j + 1] === '-' && source[j + 2] !== undefined && source[j + 2] !== ']') {
+          const [from, to] = [source[j], source[j + 2]];
+          cls += `${from}-${to}`;
+          const sameCase = (from === from.toLowerCase()) === (to === to.toLowerCase());
+          if (isLetter(from) && isLetter(to) && sameCase) extra += `${otherCase(from)}-${otherCase(to)}`;
+          j += 2;
+        } else {
+          cls += source[j];
+          if (isLetter(source[j])) extra += otherCase(source[j]);
+        }
+      }
+      out += `[${cls}${extra}]`;
+      i = j;
+    } else if (c === '(' && source[i + 1] === '?' && source[i + 2] === '<' && source[i + 3] !== '=' && source[i + 3] !== '!') {
+      const end = source.indexOf('>', i);
+      out += source.slice(i, end + 1);
+      i = end;
+    } else if (c === '(' && source[i + 1] === '?') {
+      out += source.slice(i, i + 3);
+      i += 2;
+    } else {
+      out += isLetter(c) ? `[${c}${otherCase(c)}]` : c;
+    }
+  }
+  return out;
+}
+
+/** zod writes a regex's source without its flags: a `/…/i` check would be documented as case-sensitive. */
+function caseInsensitivePatterns(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
+  const internals = (ctx.zodSchema as { _zod?: { bag?: { patterns?: Set<RegExp> }; def?: { checks?: { _zod: { def: { pattern?: unknown } } }[] } } })._zod;
+  const patterns = [...(internals?.bag?.patterns ?? []), ...(internals?.def?.checks ?? []).map((c) => c._zod.def.pattern)];
+  const folded = new Map(patterns.filter((p): p is RegExp => p instanceof RegExp && p.flags.includes('i')).map((p) => [p.source, caseless(p.source)]));
+  if (folded.size === 0) return;
+  const fold = (node: Json) => {
+    if (typeof node.pattern === 'string' && folded.has(node.pattern)) node.pattern = folded.get(node.pattern);
+  };
+  fold(ctx.jsonSchema);
+  for (const part of (ctx.jsonSchema.allOf as Json[] | undefined) ?? []) fold(part);
+}
 
 const DEFS = '#/$defs/';
 const COMPONENTS = '#/components/schemas/';
