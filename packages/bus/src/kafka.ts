@@ -17,6 +17,20 @@ export interface KafkaBusOptions {
 
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
 
+/** What one send may carry; a single publish larger than this still goes alone (see TOPIC_MAX_MESSAGE_BYTES). */
+const MAX_SEND_BYTES = 4 * 1024 * 1024;
+/**
+ * max.message.bytes of the topics Shopstream creates: above the largest single publish (a 10 MiB bulk
+ * request), so a request the API accepted is never refused by the broker for its size.
+ */
+const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+const recordBytes = (r: OutgoingRecord): number => {
+  let n = 64 + Buffer.byteLength(r.key) + (typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length);
+  for (const [k, v] of Object.entries(r.headers ?? {})) n += k.length + v.length + 8;
+  return n;
+};
+
 function toHeaders(h: IHeaders | undefined): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(h ?? {})) {
@@ -80,8 +94,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[] }>({
     lingerMs: opts.lingerMs ?? 2,
-    maxItems: 5_000,
-    weight: (item) => item.records.length,
+    // Bytes, not records: the broker refuses a record batch over the topic's max.message.bytes.
+    maxWeight: MAX_SEND_BYTES,
+    weight: (item) => item.records.reduce((n, r) => n + recordBytes(r), 0),
     async flush(items) {
       const byTopic = new Map<string, OutgoingRecord[]>();
       for (const { topic, records } of items) {
@@ -126,7 +141,12 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves.
         await admin.createTopics({
           waitForLeaders: false,
-          topics: missing.map((s) => ({ topic: s.topic, numPartitions: s.partitions, replicationFactor: opts.replicationFactor })),
+          topics: missing.map((s) => ({
+            topic: s.topic,
+            numPartitions: s.partitions,
+            replicationFactor: opts.replicationFactor,
+            configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
+          })),
         });
       }
       const names = specs.map((s) => s.topic);

@@ -2,7 +2,7 @@ export interface MicroBatcherOptions<T> {
   /** How long the first item of a batch waits for company, when no flush is running. */
   lingerMs: number;
   /** A batch is flushed at once when it weighs this much. */
-  maxItems: number;
+  maxWeight: number;
   weight?: (item: T) => number;
   flush(items: T[]): Promise<void>;
 }
@@ -28,7 +28,7 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
 
   const schedule = () => {
     if (inFlight || timer || queue.length === 0) return;
-    if (queued >= opts.maxItems || opts.lingerMs === 0) void run();
+    if (queued >= opts.maxWeight || opts.lingerMs === 0) void run();
     else timer = setTimeout(() => void run(), opts.lingerMs);
   };
 
@@ -38,7 +38,7 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
     if (inFlight || queue.length === 0) return;
     const batch: Pending[] = [];
     let w = 0;
-    while (queue.length > 0 && (batch.length === 0 || w + weight(queue[0].item) <= opts.maxItems)) {
+    while (queue.length > 0 && (batch.length === 0 || w + weight(queue[0].item) <= opts.maxWeight)) {
       const p = queue.shift()!;
       w += weight(p.item);
       batch.push(p);
@@ -63,7 +63,7 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
       return new Promise<void>((resolve, reject) => {
         queue.push({ item, resolve, reject });
         queued += weight(item);
-        if (queued >= opts.maxItems && !inFlight) void run();
+        if (queued >= opts.maxWeight && !inFlight) void run();
         else schedule();
       });
     },

@@ -24,7 +24,7 @@ interface Pending {
 export function createContactResolver(db: Queryable, opts: { lingerMs: number; maxQueries?: number }): ContactResolver {
   const batcher = createMicroBatcher<Pending>({
     lingerMs: opts.lingerMs,
-    maxItems: opts.maxQueries ?? 1_000,
+    maxWeight: opts.maxQueries ?? 1_000,
     weight: (p) => p.queries.length,
     async flush(items) {
       const byShop = new Map<string, Pending[]>();

@@ -16,3 +16,6 @@ export async function startQueryApi(rt: Runtime): Promise<StartedService> {
     async stop() {},
   };
 }
+
+export { exportRoutes } from './export/routes.js';
+export { flowStore } from './flows/flowStore.js';

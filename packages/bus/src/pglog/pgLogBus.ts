@@ -60,7 +60,7 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
   // Concurrent publishes share one transaction: while one append runs, the next one fills.
   const batcher = createMicroBatcher<{ topic: string; partitions: number; records: OutgoingRecord[] }>({
     lingerMs: 0,
-    maxItems: 5_000,
+    maxWeight: 5_000,
     weight: (item) => item.records.length,
     async flush(items) {
       try {
