@@ -7,6 +7,7 @@ import { spawnChild, type Child } from './children.js';
 import { cpuMeter, type CpuUse } from './cpu.js';
 import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
 import type { LoadResult, LoadSpec, Shop } from './loadProcess.js';
+import { CONTACT_POOL } from './events.js';
 
 export interface Options {
   durationMs: number;
@@ -48,6 +49,27 @@ export class Bench {
     const b = new Bench(scenario, infra, opts, dbName, url, `bench-${scenario}-${randomBytes(3).toString('hex')}.`);
     await migrate(b.db);
     return b;
+  }
+
+  /**
+   * Returning customers: the contacts of eventMaker's pool (email, phone, remote_id or two of them, as it
+   * draws them) already exist in every shop, but for one in twenty, which the load creates. Then ANALYZE, as
+   * autovacuum would long have done on a real shop's table: without statistics the planner reads a fresh
+   * table's contact look-ups as scans of the whole shop.
+   */
+  async seedContacts(pool = CONTACT_POOL): Promise<number> {
+    const r = sql`(i % 10)`;
+    await this.db.query(sql`
+      INSERT INTO contacts (shop_id, id, email, phone, remote_id, name)
+      SELECT s.shop_id, gen_random_uuid(),
+        CASE WHEN ${r} < 6 OR ${r} = 9 THEN 'customer' || i || '@example.com' END,
+        CASE WHEN ${r} IN (6, 7, 9) THEN '+336' || right((10000000 + i)::text, 8) END,
+        CASE WHEN ${r} = 8 THEN 'cust-' || i END,
+        CASE WHEN ${r} < 6 AND i % 3 = 0 THEN 'Customer ' || i END
+      FROM unnest(${this.shops.map((x) => x.shopId)}::uuid[]) AS s(shop_id), generate_series(0, ${pool - 1}::int) AS i
+      WHERE i % 20 <> 7`);
+    await this.db.query(sql`ANALYZE contacts`);
+    return Number((await this.db.query(sql`SELECT count(*)::int AS n FROM contacts`))[0].n);
   }
 
   /** The environment of a Shopstream process on this scenario's database and topics. */
@@ -155,6 +177,7 @@ export class Bench {
     } finally {
       await admin.disconnect().catch(() => undefined);
     }
-    if (!this.opts.keep) await dropDatabase(this.infra.adminUrl, this.databaseName);
+    // Only the export's seeded read model is worth keeping: it takes minutes to make, the others seconds.
+    if (!(this.opts.keep && this.scenario === 'export')) await dropDatabase(this.infra.adminUrl, this.databaseName);
   }
 }

@@ -19,13 +19,16 @@ const METRICS = [
 
 const PRODUCTS = ['Linen shirt', 'Canvas tote', 'Espresso beans 1kg', 'Trail shoes', 'Wool beanie', 'Ceramic mug', 'Desk lamp'];
 
+/** Distinct customers per shop that events draw their contact from. */
+export const CONTACT_POOL = 20_000;
+
 export interface EventMaker {
   event(): EventInput;
 }
 
 /** Contact pool per generator: `contactPool` identities, each known by email, phone or remote_id (or two). */
 export function eventMaker(opts: { seed: string; contactPool?: number }): EventMaker {
-  const pool = opts.contactPool ?? 20_000;
+  const pool = opts.contactPool ?? CONTACT_POOL;
   let n = 0;
   const pick = <T>(xs: readonly T[]) => xs[Math.floor(Math.random() * xs.length)];
   const contact = (): EventInput['contact'] => {

@@ -35,7 +35,7 @@ const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [optio
   --concurrency <n>     closed-loop clients (default 8 for bulk, 64 for single)
   --events <n>          projector: events pre-filled on the topic (default 200000)
   --conversations <n>   export: conversations in the read model (default 1000000)
-  --keep                keep the scenario databases (export reuses a seeded one of the same size)
+  --keep                keep the export's seeded database; a later --keep run of the same size reuses it
   --profile             V8 CPU profiles of the server processes into bench/results/profiles/<scenario>
   --log-level <level>   the services' LOG_LEVEL (default info, as in production)
 Kafka and Postgres: KAFKA_BROKERS and DATABASE_URL when set (e.g. from \`pnpm infra up\`), else started like the tests' own.`;

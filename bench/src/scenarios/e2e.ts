@@ -14,6 +14,7 @@ const RATE = 1_000;
  */
 export async function e2e(b: Bench): Promise<ScenarioResult> {
   // Consumers first, so the ingest API's first events find the projector ready.
+  const contacts = await b.seedContacts();
   const proj = await b.server(['activity-projector']);
   const api = await b.server(['ingest-api']);
 
@@ -108,6 +109,7 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
       { measure: 'answer -> metric event p99', value: metric.p99, unit: 'ms' },
     ],
     details: {
+      contactsBefore: contacts,
       rate: RATE,
       accepted: answered.size,
       missingRows,

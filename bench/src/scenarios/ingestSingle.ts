@@ -11,6 +11,7 @@ export const OFFERED_RATES = [500, 1_000, 2_000];
  */
 export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
   const concurrency = b.opts.concurrency ?? 64;
+  const contacts = await b.seedContacts();
   const { child, baseUrl } = await b.server(['ingest-api']);
   const phases: Record<string, unknown> = {};
   const sat = await b.load(
@@ -42,7 +43,7 @@ export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
   return {
     scenario: 'ingest-single',
     rows,
-    details: { concurrency, phases, serverMetrics },
+    details: { contactsBefore: contacts, concurrency, phases, serverMetrics },
     notes: [
       `Saturation: ${concurrency} closed-loop clients. Fixed rates: open loop, up to 512 connections, latency from each request's scheduled send time, so a server that falls behind shows its queue.`,
       'Every request carries one realistic event (half with a contact, a third keyed by remote_id); 8 shops.',
