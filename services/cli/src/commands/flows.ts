@@ -1,8 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { loadEnv } from '@shopstream/config';
-import { fieldErrors, flowCreateSchema, type FlowCreate } from '@shopstream/contracts';
-import { DataDirLockedError, migrate, openDb, sql, type Db } from '@shopstream/db';
+import { fieldErrors, flowCreateSchema, type Flow, type FlowCreate } from '@shopstream/contracts';
+import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
+import { flowStore } from '@shopstream/query-api';
 
 export const usage = `Usage:
   pnpm cli flows create --shop <uuid> --name <text> --metric <metric_name>
@@ -87,11 +87,7 @@ export async function run(args: string[]): Promise<number> {
       case 'create': {
         const { shop, flow } = parseCreate(rest);
         return await withDb(async (db) => {
-          const id = randomUUID();
-          await db.query(sql`
-            INSERT INTO flows (shop_id, id, name, status, metric_name, property_conditions, contact_conditions)
-            VALUES (${shop}, ${id}, ${flow.name}, ${flow.status}, ${flow.trigger.metric_name},
-                    ${JSON.stringify(flow.trigger.property_conditions)}::jsonb, ${JSON.stringify(flow.trigger.contact_conditions)}::jsonb)`);
+          const { id } = await flowStore.create(db, shop, flow);
           console.log(`Created ${flow.status} flow "${flow.name}" on metric ${flow.trigger.metric_name} for shop ${shop}. Its id:`);
           console.log(id);
           return 0;
@@ -101,15 +97,13 @@ export async function run(args: string[]): Promise<number> {
         const { values } = parseArgs({ args: rest, options: { shop: { type: 'string' } }, allowPositionals: false });
         const shop = shopOf(values.shop);
         return await withDb(async (db) => {
-          const rows = await db.query(sql`
-            SELECT id, name, status, metric_name, property_conditions, contact_conditions, created_at FROM flows
-            WHERE shop_id = ${shop} AND deleted_at IS NULL ORDER BY created_at DESC, id DESC`);
+          const rows = await allFlows(db, shop);
           if (rows.length === 0) {
             console.log('No flows in this shop yet. Create one with `pnpm cli flows create`.');
             return 0;
           }
           const head = ['ID', 'STATUS', 'METRIC', 'CONDITIONS', 'NAME'];
-          const body = rows.map((r) => [r.id, r.status, r.metric_name, String(r.property_conditions.length + r.contact_conditions.length), r.name]);
+          const body = rows.map((r) => [r.id, r.status, r.trigger.metric_name, String(r.trigger.property_conditions.length + r.trigger.contact_conditions.length), r.name]);
           const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
           console.log([head, ...body].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n'));
           return 0;
@@ -120,13 +114,11 @@ export async function run(args: string[]): Promise<number> {
       case 'delete': {
         const { id, shop } = parseTarget(rest);
         return await withDb(async (db) => {
-          const rows =
+          const found =
             sub === 'delete'
-              ? await db.query(sql`UPDATE flows SET deleted_at = now(), updated_at = now() WHERE shop_id = ${shop} AND id = ${id} AND deleted_at IS NULL RETURNING id`)
-              : await db.query(sql`
-                  UPDATE flows SET status = ${sub === 'pause' ? 'paused' : 'active'}, updated_at = now()
-                  WHERE shop_id = ${shop} AND id = ${id} AND deleted_at IS NULL RETURNING id`);
-          if (rows.length === 0) {
+              ? await flowStore.remove(db, shop, id)
+              : (await flowStore.update(db, shop, id, { status: sub === 'pause' ? 'paused' : 'active' })) !== null;
+          if (!found) {
             console.error(`No flow ${id} in shop ${shop}.`);
             return 1;
           }
@@ -144,6 +136,18 @@ export async function run(args: string[]): Promise<number> {
       return 2;
     }
     throw e;
+  }
+}
+
+/** Every flow of the shop, newest first, in pages so a shop with many flows is never one huge result. */
+async function allFlows(db: Db, shop: string): Promise<Flow[]> {
+  const take = 500;
+  const flows: Flow[] = [];
+  for (let after: [string, string] | null = null; ; ) {
+    const page = await flowStore.page(db, shop, { after, direction: 'next', take });
+    flows.push(...page);
+    if (page.length < take) return flows;
+    after = page[page.length - 1].position;
   }
 }
 
