@@ -49,6 +49,8 @@ export interface LoadResult {
   /** Open loop: requests the schedule asked for in the window, and how many had not been answered at its end. */
   scheduled?: number;
   unanswered?: number;
+  /** Open loop: answers received inside the window, per second (what the server kept up with). */
+  servedPerSecond?: number;
   firstError?: string;
   /** get: pages fetched and conversations they held; the time of the whole run. */
   pages?: number;
@@ -150,6 +152,7 @@ async function open(spec: Extract<LoadSpec, { mode: 'open' }>): Promise<LoadResu
   const t0 = performance.now();
   let sent = 0;
   let scheduledInWindow = 0;
+  let servedInWindow = 0;
   let pending = 0;
   let answers: { id: string; shop: string; t: number }[] = [];
   const flushAnswers = () => {
@@ -169,6 +172,7 @@ async function open(spec: Extract<LoadSpec, { mode: 'open' }>): Promise<LoadResu
       .then(async (res) => {
         const text = await res.body.text();
         const t1 = performance.now();
+        if (t1 >= w.start && t1 <= w.end) servedInWindow++;
         if (res.statusCode === 202) {
           if (spec.collectAnswers && measured) answers.push({ id: JSON.parse(text).activity_id, shop: shop.shopId, t: epochMs() });
         } else w.firstError ??= `${res.statusCode} ${text.slice(0, 300)}`;
@@ -197,7 +201,7 @@ async function open(spec: Extract<LoadSpec, { mode: 'open' }>): Promise<LoadResu
   flushAnswers();
   const unanswered = pending;
   await pool.destroy();
-  return w.result({ scheduled: scheduledInWindow, unanswered });
+  return w.result({ scheduled: scheduledInWindow, unanswered, servedPerSecond: Math.round(servedInWindow / (spec.durationMs / 1000)) });
 }
 
 async function producer(spec: Extract<LoadSpec, { mode: 'producer' }>): Promise<LoadResult> {

@@ -25,6 +25,12 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
     rows: [
       { measure: 'bulk ingest throughput', value: api.result.eventsPerSecond, unit: 'events/s', baseline, ratio, budget: { text: '>= 20,000 events/s', met: api.result.eventsPerSecond >= 20_000 } },
       { measure: 'ratio to bare producer', value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 0.5', met: ratio >= 0.5 } },
+      {
+        measure: 'CPU per 1,000 events',
+        value: Number(((1e6 * (api.cpu.processes.server ?? 0)) / Math.max(1, api.result.eventsPerSecond)).toFixed(1)),
+        unit: 'ms',
+        baseline: { name: 'bare producer process', value: Number(((1e6 * (bare.cpu.processes.load ?? 0)) / Math.max(1, bare.result.eventsPerSecond)).toFixed(1)) },
+      },
       { measure: 'bulk request latency p50', value: api.result.latencyMs.p50, unit: 'ms', baseline: { name: 'bare send p50', value: bare.result.latencyMs.p50 } },
       { measure: 'bulk request latency p99', value: api.result.latencyMs.p99, unit: 'ms', baseline: { name: 'bare send p99', value: bare.result.latencyMs.p99 } },
     ],

@@ -35,7 +35,12 @@ export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
       { measure: `@${rate}/s p50`, value: l.p50, unit: 'ms' },
       { measure: `@${rate}/s p99`, value: l.p99, unit: 'ms', ...(rate === 1_000 ? { budget: { text: '< 50 ms', met: l.p99 < 50 } } : {}) },
       { measure: `@${rate}/s p999`, value: l.p999, unit: 'ms' },
-      { measure: `@${rate}/s answered`, value: r.result.requestsPerSecond, unit: 'req/s' },
+      { measure: `@${rate}/s answered in the window`, value: r.result.servedPerSecond ?? 0, unit: 'req/s' },
+      {
+        measure: `@${rate}/s ingest-api CPU per request`,
+        value: Number(((1000 * (r.cpu.processes.server ?? 0)) / Math.max(1, r.result.servedPerSecond ?? 0)).toFixed(3)),
+        unit: 'ms',
+      },
     );
   }
   const serverMetrics = await scrapeHistograms(baseUrl, SERVICE_HISTOGRAMS);

@@ -95,6 +95,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
     rows: [
       { measure: 'activity projector', value: rate, unit: 'events/s', baseline: { name: 'bare multi-row insert', value: baselineRate }, ratio, budget: { text: '>= 20,000 events/s', met: rate >= 20_000 } },
       { measure: 'ratio to bare insert', value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 0.5', met: ratio >= 0.5 } },
+      { measure: 'projector CPU per 1,000 events', value: Number(((1e6 * (cpu.processes.projector ?? 0)) / Math.max(1, rate)).toFixed(1)), unit: 'ms' },
       { measure: 'all metric events published', value: Number(((metricsDoneAt - firstAt) / 1000).toFixed(2)), unit: 's after the first row' },
     ],
     details: {
