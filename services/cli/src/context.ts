@@ -1,6 +1,6 @@
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
-import { DataDirLockedError } from '@shopstream/db';
+import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 
 /**
  * Opens the same ports a service would, from the same environment. In embedded mode PGlite admits one
@@ -25,5 +25,28 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T
     return await fn(rt);
   } finally {
     await rt.close();
+  }
+}
+
+/**
+ * Only the database, migrated: for commands that must work while Kafka is down. `lockedAdvice` finishes the
+ * sentence "A running `pnpm start` holds the embedded database: ..." when PGlite's DATA_DIR is taken.
+ */
+export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>): Promise<T> {
+  const env = loadEnv();
+  let db: Db;
+  try {
+    db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' } : { dataDir: env.DATA_DIR });
+  } catch (e) {
+    if (e instanceof DataDirLockedError) {
+      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: ${lockedAdvice}`);
+    }
+    throw e;
+  }
+  try {
+    await migrate(db);
+    return await fn(db);
+  } finally {
+    await db.close();
   }
 }

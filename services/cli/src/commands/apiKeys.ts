@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
-import { loadEnv } from '@shopstream/config';
-import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 import { ApiKeyStore, type ApiKeyInfo } from '@shopstream/http';
+import { table, UsageError, UUID, withUsage } from '../args.js';
+import { withDb } from '../context.js';
 
 export const usage = `Usage:
   pnpm cli api-keys create --shop <uuid> [--shop <uuid>...] [--name <text>]
@@ -14,13 +14,9 @@ export const usage = `Usage:
 
 Works on DATABASE_URL, or on the embedded database in DATA_DIR.`;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-class UsageError extends Error {}
-
 export async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  try {
+  return withUsage(usage, async () => {
     switch (sub) {
       case 'create': {
         const { shops, name } = parseCreate(rest);
@@ -36,7 +32,7 @@ export async function run(args: string[]): Promise<number> {
         parseArgs({ args: rest, options: {}, allowPositionals: false });
         return await withKeys(async (keys) => {
           const list = await keys.list();
-          console.log(list.length === 0 ? 'No API keys yet. Create one with `pnpm cli api-keys create --shop <uuid>`.' : table(list));
+          console.log(list.length === 0 ? 'No API keys yet. Create one with `pnpm cli api-keys create --shop <uuid>`.' : keyTable(list));
           return 0;
         });
       }
@@ -57,15 +53,7 @@ export async function run(args: string[]): Promise<number> {
       default:
         throw new UsageError(sub ? `Unknown api-keys command "${sub}".` : 'Say what to do with API keys.');
     }
-  } catch (e) {
-    // parseArgs reports unknown or malformed options with these codes: a usage error, not a crash.
-    const code = (e as { code?: string }).code;
-    if (e instanceof UsageError || code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' || code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
-      console.error(`${(e as Error).message}\n\n${usage}`);
-      return 2;
-    }
-    throw e;
-  }
+  });
 }
 
 function parseCreate(args: string[]): { shops: string[]; name: string } {
@@ -82,28 +70,13 @@ function parseCreate(args: string[]): { shops: string[]; name: string } {
 }
 
 /** Only the database: managing keys must work while Kafka is down. */
-async function withKeys(fn: (keys: ApiKeyStore) => Promise<number>): Promise<number> {
-  const env = loadEnv();
-  let db: Db;
-  try {
-    db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' } : { dataDir: env.DATA_DIR });
-  } catch (e) {
-    if (e instanceof DataDirLockedError) {
-      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: stop it, run this command, start it again.`);
-    }
-    throw e;
-  }
-  try {
-    await migrate(db);
-    return await fn(new ApiKeyStore(db));
-  } finally {
-    await db.close();
-  }
+function withKeys(fn: (keys: ApiKeyStore) => Promise<number>): Promise<number> {
+  return withDb('stop it, run this command, start it again.', (db) => fn(new ApiKeyStore(db)));
 }
 
-function table(keys: ApiKeyInfo[]): string {
-  const head = ['ID', 'NAME', 'SHOPS', 'CREATED', 'REVOKED'];
-  const rows = keys.map((k) => [k.id, k.name || '-', k.shops.join(',') || '-', k.created_at, k.revoked_at ?? '-']);
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
-  return [head, ...rows].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n');
+function keyTable(keys: ApiKeyInfo[]): string {
+  return table(
+    ['ID', 'NAME', 'SHOPS', 'CREATED', 'REVOKED'],
+    keys.map((k) => [k.id, k.name || '-', k.shops.join(',') || '-', k.created_at, k.revoked_at ?? '-']),
+  );
 }

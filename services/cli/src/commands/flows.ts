@@ -1,8 +1,9 @@
 import { parseArgs } from 'node:util';
-import { loadEnv } from '@shopstream/config';
 import { fieldErrors, flowCreateSchema, type Flow, type FlowCreate } from '@shopstream/contracts';
-import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
+import type { Db } from '@shopstream/db';
 import { flowStore } from '@shopstream/query-api';
+import { table, UsageError, UUID, withUsage } from '../args.js';
+import { withDb } from '../context.js';
 
 export const usage = `Usage:
   pnpm cli flows create --shop <uuid> --name <text> --metric <metric_name>
@@ -20,10 +21,6 @@ export const usage = `Usage:
 
 Running matchers pick a change up within FLOW_REFRESH_MS (default 2 s). Works on DATABASE_URL, or on the
 embedded database in DATA_DIR. The same operations exist over HTTP under /v2026-04/flows/.`;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-class UsageError extends Error {}
 
 function shopOf(v: string | undefined): string {
   const shop = (v ?? '').trim().toLowerCase();
@@ -82,11 +79,11 @@ function parseTarget(args: string[]): { id: string; shop: string } {
 
 export async function run(args: string[]): Promise<number> {
   const [sub, ...rest] = args;
-  try {
+  return withUsage(usage, async () => {
     switch (sub) {
       case 'create': {
         const { shop, flow } = parseCreate(rest);
-        return await withDb(async (db) => {
+        return await withFlowsDb(async (db) => {
           const { id } = await flowStore.create(db, shop, flow);
           console.log(`Created ${flow.status} flow "${flow.name}" on metric ${flow.trigger.metric_name} for shop ${shop}. Its id:`);
           console.log(id);
@@ -96,16 +93,18 @@ export async function run(args: string[]): Promise<number> {
       case 'list': {
         const { values } = parseArgs({ args: rest, options: { shop: { type: 'string' } }, allowPositionals: false });
         const shop = shopOf(values.shop);
-        return await withDb(async (db) => {
+        return await withFlowsDb(async (db) => {
           const rows = await allFlows(db, shop);
           if (rows.length === 0) {
             console.log('No flows in this shop yet. Create one with `pnpm cli flows create`.');
             return 0;
           }
-          const head = ['ID', 'STATUS', 'METRIC', 'CONDITIONS', 'NAME'];
-          const body = rows.map((r) => [r.id, r.status, r.trigger.metric_name, String(r.trigger.property_conditions.length + r.trigger.contact_conditions.length), r.name]);
-          const widths = head.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-          console.log([head, ...body].map((r) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()).join('\n'));
+          console.log(
+            table(
+              ['ID', 'STATUS', 'METRIC', 'CONDITIONS', 'NAME'],
+              rows.map((r) => [r.id, r.status, r.trigger.metric_name, String(r.trigger.property_conditions.length + r.trigger.contact_conditions.length), r.name]),
+            ),
+          );
           return 0;
         });
       }
@@ -113,7 +112,7 @@ export async function run(args: string[]): Promise<number> {
       case 'resume':
       case 'delete': {
         const { id, shop } = parseTarget(rest);
-        return await withDb(async (db) => {
+        return await withFlowsDb(async (db) => {
           const found =
             sub === 'delete'
               ? await flowStore.remove(db, shop, id)
@@ -129,14 +128,7 @@ export async function run(args: string[]): Promise<number> {
       default:
         throw new UsageError(sub ? `Unknown flows command "${sub}".` : 'Say what to do with flows.');
     }
-  } catch (e) {
-    const code = (e as { code?: string }).code;
-    if (e instanceof UsageError || code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' || code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' || code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
-      console.error(`${(e as Error).message}\n\n${usage}`);
-      return 2;
-    }
-    throw e;
-  }
+  });
 }
 
 /** Every flow of the shop, newest first, in pages so a shop with many flows is never one huge result. */
@@ -152,21 +144,6 @@ async function allFlows(db: Db, shop: string): Promise<Flow[]> {
 }
 
 /** Only the database: flows are rows the matchers reload on their own. */
-async function withDb(fn: (db: Db) => Promise<number>): Promise<number> {
-  const env = loadEnv();
-  let db: Db;
-  try {
-    db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' } : { dataDir: env.DATA_DIR });
-  } catch (e) {
-    if (e instanceof DataDirLockedError) {
-      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: stop it and run this command, or use the HTTP API (/v2026-04/flows/).`);
-    }
-    throw e;
-  }
-  try {
-    await migrate(db);
-    return await fn(db);
-  } finally {
-    await db.close();
-  }
+function withFlowsDb(fn: (db: Db) => Promise<number>): Promise<number> {
+  return withDb('stop it and run this command, or use the HTTP API (/v2026-04/flows/).', fn);
 }

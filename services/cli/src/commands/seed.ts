@@ -6,6 +6,7 @@ import {
   type ConversationRecord,
   type ConversationData,
 } from '@shopstream/contracts';
+import { UUID } from '../args.js';
 import { withRuntime } from '../context.js';
 import { batchPublisher, conversationMessage } from './conversations.js';
 
@@ -16,8 +17,6 @@ conversation.upserted records, each followed by its <m> message.created records;
 type, resolution and status, flags, tags, topics and intents, created_at spread over the last <k> months
 (default 6). The conversation-projector (pnpm start) builds the export read model from them.
 A progress bar goes to stderr.`;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A stable uuid for a name, so a topic or an agent keeps its id from one seeding to the next. */
 function nameUuid(name: string): string {
