@@ -73,7 +73,7 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { rou
             'Conversations with their messages inlined, ordered by (created_at, id), oldest first, in keyset pages. ' +
             'Follow `next` until it is null. Filters are AND-combined; ranges are half-open (start <= t < end), at most 30 days. ' +
             'The cursor pins the filters and the resolved windows: use it with the same filters only. 60 requests per minute per API key and shop.',
-          tags: ['export'],
+          tags: ['Conversations'],
           query: exportQuerySchema,
           responses: { 200: { description: 'A page of conversations.', schema: exportPageSchema, headers: rateLimitHeaders } },
           errors: [400, 401, 403, 429],
