@@ -1,9 +1,6 @@
 import { sql, type Queryable } from '@shopstream/db';
 import type { Activity } from '@shopstream/contracts';
-import type { PageDirection } from '@shopstream/http';
-
-/** Keyset position: the sort timestamp as Postgres text (keeps microseconds) and the activity id. */
-export type Position = [string, string];
+import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
@@ -36,8 +33,6 @@ function activityOf(r: any): Activity {
 
 const columns = sql`a.id, a.name, a.description, a.event_time, a.recorded_at, a.metric, a.contact, a.remote_id, a.remote_platform`;
 
-type PageQuery = { after: Position | null; direction: PageDirection; take: number };
-
 /** Reads of activities and timelines; every statement filters on shop_id. */
 export const activityStore = {
   async get(db: Queryable, shopId: string, id: string): Promise<Activity | null> {
@@ -47,9 +42,7 @@ export const activityStore = {
 
   /** The shop's activities without a contact, newest recorded first (index activities_workspace). */
   async workspacePage(db: Queryable, shopId: string, q: PageQuery) {
-    const bound =
-      q.after === null ? sql`` : q.direction === 'next' ? sql`AND (a.recorded_at, a.id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (a.recorded_at, a.id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-    const order = q.direction === 'next' ? sql`ORDER BY a.recorded_at DESC, a.id DESC` : sql`ORDER BY a.recorded_at ASC, a.id ASC`;
+    const { bound, order } = newestFirst(sql`a.recorded_at`, sql`a.id`, q);
     const rows = await db.query(sql`
       SELECT ${columns}, a.recorded_at::text AS pos FROM activities a
       WHERE a.shop_id = ${shopId} AND a.contact_id IS NULL ${bound} ${order} LIMIT ${q.take}`);
@@ -65,9 +58,7 @@ export const activityStore = {
 
   /** A contact's activities, newest event_time first (index contact_timeline_order). */
   async timelinePage(db: Queryable, shopId: string, contactId: string, q: PageQuery) {
-    const bound =
-      q.after === null ? sql`` : q.direction === 'next' ? sql`AND (t.event_time, t.activity_id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (t.event_time, t.activity_id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-    const order = q.direction === 'next' ? sql`ORDER BY t.event_time DESC, t.activity_id DESC` : sql`ORDER BY t.event_time ASC, t.activity_id ASC`;
+    const { bound, order } = newestFirst(sql`t.event_time`, sql`t.activity_id`, q);
     const rows = await db.query(sql`
       SELECT ${columns}, t.event_time::text AS pos FROM contact_timeline t
       JOIN activities a ON a.shop_id = t.shop_id AND a.id = t.activity_id

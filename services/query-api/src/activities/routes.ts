@@ -1,56 +1,43 @@
 import { Router } from 'express';
 import { z } from 'zod';
 import { activityListQuerySchema, activityPageSchema, activitySchema, pageQuerySchema } from '@shopstream/contracts';
-import { ApiError, cursorSecretOr, keysetCursorCodec, keysetPage, validate } from '@shopstream/http';
+import { ApiError, validate } from '@shopstream/http';
 import type { OpenApiPart, Runtime } from '@shopstream/runtime';
-import { activityStore, type Position } from './activityStore.js';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { keysetPager } from '../keysetPager.js';
+import { uuidParam } from '../uuidParam.js';
+import { activityStore } from './activityStore.js';
 
 /** Reads of activities and contact timelines. */
 export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart } {
   const router = Router();
-  const codec = keysetCursorCodec(cursorSecretOr(rt.env.CURSOR_SECRET), z.tuple([z.string(), z.string()]) as z.ZodType<Position>);
+  const page = keysetPager(rt);
 
   router.get('/activities/:id/', async (req, res) => {
-    const id = String(req.params.id);
+    const id = uuidParam(req, 'id');
     // Not yet projected, another shop's, or not an id at all: the same answer, so nothing leaks across shops.
-    const activity = UUID.test(id) ? await activityStore.get(rt.db, req.shopId, id.toLowerCase()) : null;
+    const activity = id === null ? null : await activityStore.get(rt.db, req.shopId, id);
     if (!activity) throw new ApiError('not_found', 'No such activity in this shop (yet: it appears shortly after the event is accepted).');
     res.json(activity);
   });
 
   router.get('/activities/', async (req, res) => {
     const q = validate(activityListQuerySchema, req.query, 'The query');
-    const page = await keysetPage({
-      req,
-      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec,
-      cursor: q.cursor,
-      limit: q.limit ?? 100,
-      filters: { scope: q.scope },
-      fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p),
-    });
-    res.json({ ...page, results: page.results.map((r) => r.activity) });
+    const activities = await page(req, q, { filters: { scope: q.scope }, fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p) });
+    res.json({ ...activities, results: activities.results.map((r) => r.activity) });
   });
 
   router.get('/contacts/:contact_id/timeline/', async (req, res) => {
-    const contactId = String(req.params.contact_id);
+    const contactId = uuidParam(req, 'contact_id');
     const q = validate(pageQuerySchema, req.query, 'The query');
-    if (!UUID.test(contactId) || !(await activityStore.contactKnown(rt.db, req.shopId, contactId.toLowerCase()))) {
+    if (contactId === null || !(await activityStore.contactKnown(rt.db, req.shopId, contactId))) {
       throw new ApiError('not_found', 'No such contact in this shop.');
     }
-    const page = await keysetPage({
-      req,
-      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec,
-      cursor: q.cursor,
-      limit: q.limit ?? 100,
-      filters: { contact_id: contactId.toLowerCase() },
+    const timeline = await page(req, q, {
+      filters: { contact_id: contactId },
       query: {},
-      fetch: (p) => activityStore.timelinePage(rt.db, req.shopId, contactId.toLowerCase(), p),
+      fetch: (p) => activityStore.timelinePage(rt.db, req.shopId, contactId, p),
     });
-    res.json({ ...page, results: page.results.map((r) => r.activity) });
+    res.json({ ...timeline, results: timeline.results.map((r) => r.activity) });
   });
 
   const tags = ['Activities'];

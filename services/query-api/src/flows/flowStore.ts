@@ -1,10 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Queryable } from '@shopstream/db';
 import type { Flow, FlowCreate, FlowStatus, FlowTrigger, FlowTriggerEntry, FlowUpdate } from '@shopstream/contracts';
-import type { PageDirection } from '@shopstream/http';
-
-/** Keyset position of a listing: the sort timestamp as Postgres text (keeps microseconds) and the id. */
-export type Position = [string, string];
+import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
@@ -35,10 +32,9 @@ export const flowStore = {
   },
 
   /** Newest first. */
-  async page(db: Queryable, shopId: string, q: { after: Position | null; direction: PageDirection; take: number; status?: FlowStatus }) {
+  async page(db: Queryable, shopId: string, q: PageQuery & { status?: FlowStatus }) {
     const status = q.status ? sql`AND status = ${q.status}` : sql``;
-    const bound = q.after === null ? sql`` : q.direction === 'next' ? sql`AND (created_at, id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (created_at, id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-    const order = q.direction === 'next' ? sql`ORDER BY created_at DESC, id DESC` : sql`ORDER BY created_at ASC, id ASC`;
+    const { bound, order } = newestFirst(sql`created_at`, sql`id`, q);
     const rows = await db.query(sql`SELECT ${flowColumns} FROM flows WHERE shop_id = ${shopId} AND deleted_at IS NULL ${status} ${bound} ${order} LIMIT ${q.take}`);
     return rows.map(flowOf);
   },
@@ -64,9 +60,8 @@ export const flowStore = {
   },
 
   /** A flow's triggers, newest first. */
-  async triggerPage(db: Queryable, shopId: string, flowId: string, q: { after: Position | null; direction: PageDirection; take: number }) {
-    const bound = q.after === null ? sql`` : q.direction === 'next' ? sql`AND (matched_at, id) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (matched_at, id) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-    const order = q.direction === 'next' ? sql`ORDER BY matched_at DESC, id DESC` : sql`ORDER BY matched_at ASC, id ASC`;
+  async triggerPage(db: Queryable, shopId: string, flowId: string, q: PageQuery) {
+    const { bound, order } = newestFirst(sql`matched_at`, sql`id`, q);
     const rows = await db.query(sql`
       SELECT id, flow_id, metric_event_id, activity_id, contact_id, matched_at, matched_at::text AS pos
       FROM flow_triggers WHERE shop_id = ${shopId} AND flow_id = ${flowId} ${bound} ${order} LIMIT ${q.take}`);

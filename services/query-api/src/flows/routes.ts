@@ -9,26 +9,27 @@ import {
   flowUpdateSchema,
   pageQuerySchema,
 } from '@shopstream/contracts';
-import { ApiError, cursorSecretOr, jsonBody, keysetCursorCodec, keysetPage, validate } from '@shopstream/http';
+import { ApiError, jsonBody, validate } from '@shopstream/http';
 import type { OpenApiPart, Runtime } from '@shopstream/runtime';
-import { flowStore, strip, type Position } from './flowStore.js';
+import { keysetPager } from '../keysetPager.js';
+import { uuidParam } from '../uuidParam.js';
+import { flowStore, strip } from './flowStore.js';
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const idParam = { name: 'id', in: 'path' as const, schema: z.uuid(), description: 'The flow id.' };
+
+const notFound = () => new ApiError('not_found', 'No such flow in this shop.');
 
 /** A path id that is not a uuid cannot name a flow of this shop: the same 404 as an unknown one. */
 function flowId(req: Request): string {
-  const id = String(req.params.id);
-  if (!UUID.test(id)) throw new ApiError('not_found', 'No such flow in this shop.');
-  return id.toLowerCase();
+  const id = uuidParam(req, 'id');
+  if (id === null) throw notFound();
+  return id;
 }
-
-const notFound = () => new ApiError('not_found', 'No such flow in this shop.');
 
 /** Flow management: `/flows/` and a flow's triggers. */
 export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart } {
   const router = Router();
-  const codec = keysetCursorCodec(cursorSecretOr(rt.env.CURSOR_SECRET), z.tuple([z.string(), z.string()]) as z.ZodType<Position>);
+  const page = keysetPager(rt);
 
   router.post('/flows/', ...jsonBody('256kb'), async (req, res) => {
     const body = validate(flowCreateSchema, req.body, 'The flow');
@@ -39,16 +40,8 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
   router.get('/flows/', async (req, res) => {
     const q = validate(flowListQuerySchema, req.query, 'The query');
     const filters: Record<string, string> = q.status ? { status: q.status } : {};
-    const page = await keysetPage({
-      req,
-      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec,
-      cursor: q.cursor,
-      limit: q.limit ?? 100,
-      filters,
-      fetch: (p) => flowStore.page(rt.db, req.shopId, { ...p, status: q.status }),
-    });
-    res.json({ ...page, results: page.results.map(strip) });
+    const flows = await page(req, q, { filters, fetch: (p) => flowStore.page(rt.db, req.shopId, { ...p, status: q.status }) });
+    res.json({ ...flows, results: flows.results.map(strip) });
   });
 
   router.get('/flows/:id/', async (req, res) => {
@@ -74,16 +67,8 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
     const id = flowId(req);
     const q = validate(pageQuerySchema, req.query, 'The query');
     if (!(await flowStore.get(rt.db, req.shopId, id))) throw notFound();
-    const page = await keysetPage({
-      req,
-      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec,
-      cursor: q.cursor,
-      limit: q.limit ?? 100,
-      filters: {},
-      fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p),
-    });
-    res.json({ ...page, results: page.results.map(strip) });
+    const triggers = await page(req, q, { filters: {}, fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p) });
+    res.json({ ...triggers, results: triggers.results.map(strip) });
   });
 
   const tags = ['Flows'];

@@ -1,0 +1,31 @@
+import type { Request } from 'express';
+import { z } from 'zod';
+import { sql, type SQLQuery } from '@shopstream/db';
+import { cursorSecretOr, keysetCursorCodec, keysetPage, type KeysetPage, type PageDirection } from '@shopstream/http';
+import type { Runtime } from '@shopstream/runtime';
+
+/** Keyset position of every listing here: the sort timestamp as Postgres text (keeps microseconds) and the row id. */
+export type Position = [string, string];
+
+export type PageQuery = { after: Position | null; direction: PageDirection; take: number };
+
+/**
+ * The bound and the order of a newest-first listing on (ts, id): rows strictly past `after`, in the direction
+ * the page goes (`previous` walks back towards newer rows, nearest first).
+ */
+export function newestFirst(ts: SQLQuery, id: SQLQuery, q: PageQuery): { bound: SQLQuery; order: SQLQuery } {
+  const bound =
+    q.after === null ? sql`` : q.direction === 'next' ? sql`AND (${ts}, ${id}) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (${ts}, ${id}) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
+  const order = q.direction === 'next' ? sql`ORDER BY ${ts} DESC, ${id} DESC` : sql`ORDER BY ${ts} ASC, ${id} ASC`;
+  return { bound, order };
+}
+
+/** `keysetPage` over {@link Position}s with the runtime's cursor secret and public base URL; 100 rows unless asked. */
+export function keysetPager(rt: Runtime) {
+  const codec = keysetCursorCodec(cursorSecretOr(rt.env.CURSOR_SECRET), z.tuple([z.string(), z.string()]) as z.ZodType<Position>);
+  return <Row extends { position: Position }>(
+    req: Request,
+    q: { cursor?: string; limit?: number },
+    o: { filters: Record<string, string>; query?: Record<string, string>; fetch(p: PageQuery): Promise<Row[]> },
+  ): Promise<KeysetPage<Row>> => keysetPage({ req, publicBaseUrl: rt.env.PUBLIC_BASE_URL, codec, cursor: q.cursor, limit: q.limit ?? 100, ...o });
+}
