@@ -1,6 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import { copyFile, mkdir, mkdtemp, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -13,14 +13,12 @@ import {
   findExecutable,
   freePort,
   log,
-  openLog,
-  own,
+  once,
   pollUntil,
   runCommand,
+  startServer,
   stopChild,
   sweepRuns,
-  tailFile,
-  writeRunRecord,
 } from './proc.js';
 import { InfraUnavailableError } from './unavailable.js';
 import { KAFKA_IMAGE, KAFKA_VERSION } from './versions.js';
@@ -369,35 +367,22 @@ async function launchBroker(
   const base = jvmFlags(opts.profile, [`-Dlog4j2.configurationFile=${log4jFile}`]);
   await stampStorage(opts.template, dataDir);
 
-  const fd = await openLog(logFile);
-  const child = spawn(java, [...base, ...opts.jvmExtra, '-cp', cp, 'kafka.Kafka', propsFile], {
-    cwd: runDir,
+  const { child } = await startServer({
+    what: 'the broker',
+    command: java,
+    args: [...base, ...opts.jvmExtra, '-cp', cp, 'kafka.Kafka', propsFile],
+    runDir,
     detached: opts.detached,
-    stdio: ['ignore', fd, fd],
+    logFile,
+    // The properties path is in the broker's command line and names this run alone.
+    marker: propsFile,
+    ready: async (abort) => {
+      await waitForKafka([`127.0.0.1:${port}`], { what: `local Kafka ${KAFKA_VERSION} on 127.0.0.1:${port}`, timeoutMs: 90_000, abort });
+      await warmUpCoordinators([`127.0.0.1:${port}`], 30_000);
+    },
+    failSignal: 'SIGKILL',
+    tailLines: 60,
   });
-  closeSync(fd);
-  if (opts.detached) child.unref();
-  else own(child);
-  if (!child.pid) throw new Error(`could not start ${java}`);
-  // The properties path is in the broker's command line and names this run alone.
-  if (!opts.detached) writeRunRecord(runDir, { ownerPid: process.pid, serverPid: child.pid, marker: propsFile });
-
-  let exit: string | undefined;
-  child.once('exit', (code, signal) => {
-    exit = `the broker exited (${signal ?? `code ${code}`}) before it was ready`;
-  });
-  try {
-    await waitForKafka([`127.0.0.1:${port}`], {
-      what: `local Kafka ${KAFKA_VERSION} on 127.0.0.1:${port}`,
-      timeoutMs: 90_000,
-      abort: () => exit,
-    });
-    await warmUpCoordinators([`127.0.0.1:${port}`], 30_000);
-  } catch (err) {
-    await stopChild(child, 'SIGKILL', 5_000);
-    const tail = await tailFile(logFile, 60);
-    throw new Error(`${errorText(err)}\n--- last lines of ${logFile} ---\n${tail}`);
-  }
   return { child, port, logFile };
 }
 
@@ -480,19 +465,17 @@ export async function startLocalKafka(options: KafkaOptions = {}): Promise<Kafka
     }
   }
   const { child, port } = launched;
-  let stopped: Promise<void> | undefined;
   return {
     brokers: [`127.0.0.1:${port}`],
     version: KAFKA_VERSION,
     source: 'local',
     pid: child.pid,
     runDir,
-    stop: () =>
-      (stopped ??= (async () => {
-        // Test data goes away with the run dir, so a clean controlled shutdown (~2 s) would buy nothing.
-        await stopChild(child, profile === 'test' ? 'SIGKILL' : 'SIGTERM', 20_000);
-        await rm(runDir, { recursive: true, force: true });
-      })()),
+    stop: once(async () => {
+      // Test data goes away with the run dir, so a clean controlled shutdown (~2 s) would buy nothing.
+      await stopChild(child, profile === 'test' ? 'SIGKILL' : 'SIGTERM', 20_000);
+      await rm(runDir, { recursive: true, force: true });
+    }),
   };
 }
 
@@ -532,15 +515,13 @@ async function startKafkaContainer(client: ContainerRuntimeClient, options: Kafk
   const brokers = [`${host}:${hostPort}`];
   await waitForKafka(brokers, { what: `Kafka container ${container.getId().slice(0, 12)}`, timeoutMs: 60_000 });
   await warmUpCoordinators(brokers, 30_000);
-  let stopped: Promise<void> | undefined;
   return {
     brokers,
     version: KAFKA_VERSION,
     source: 'docker',
     containerId: container.getId(),
-    stop: () =>
-      (stopped ??= (async () => {
-        await container.stop();
-      })()),
+    stop: once(async () => {
+      await container.stop();
+    }),
   };
 }

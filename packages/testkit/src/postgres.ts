@@ -1,6 +1,6 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chownSync, closeSync, existsSync, readdirSync, realpathSync } from 'node:fs';
+import { chownSync, existsSync, readdirSync, realpathSync } from 'node:fs';
 import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,15 +14,13 @@ import {
   findExecutable,
   freePort,
   log,
-  openLog,
-  own,
+  once,
   pollUntil,
   runCommand,
+  startServer,
   stopChild,
   sweepRuns,
-  tailFile,
   tcpAnswers,
-  writeRunRecord,
 } from './proc.js';
 import { InfraUnavailableError } from './unavailable.js';
 import { POSTGRES_IMAGE } from './versions.js';
@@ -213,46 +211,33 @@ export async function startLocalPostgres(options: PostgresOptions = {}): Promise
     'max_connections=200',
     ...(profile === 'test' ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),
   ];
-  const fd = await openLog(logFile);
-  const detached = options.detached ?? false;
-  const child: ChildProcess = spawn(
-    bins.postgres,
-    ['-D', dataDir, '-p', String(port), '-k', runDir, ...settings.flatMap((s) => ['-c', s])],
-    { cwd: runDir, ...owner, detached, stdio: ['ignore', fd, fd] },
-  );
-  closeSync(fd);
-  if (detached) child.unref();
-  else own(child);
-  if (!child.pid) throw new Error(`could not start ${bins.postgres}`);
-  if (!detached) writeRunRecord(runDir, { ownerPid: process.pid, serverPid: child.pid, marker: dataDir });
-
-  let exit: string | undefined;
-  child.once('exit', (code, signal) => {
-    exit = `postgres exited (${signal ?? `code ${code}`}) before it was ready`;
-  });
   const url = `postgres://postgres@127.0.0.1:${port}/postgres`;
-  let version: string;
-  try {
-    version = await waitForPostgres(url, { what: `local PostgreSQL on 127.0.0.1:${port}`, timeoutMs: 60_000, abort: () => exit });
-  } catch (err) {
-    await stopChild(child, 'SIGQUIT', 5_000);
-    throw new Error(`${errorText(err)}\n--- last lines of ${logFile} ---\n${await tailFile(logFile, 40)}`);
-  }
+  const { child, ready: version } = await startServer({
+    what: 'postgres',
+    command: bins.postgres,
+    args: ['-D', dataDir, '-p', String(port), '-k', runDir, ...settings.flatMap((s) => ['-c', s])],
+    runDir,
+    ...owner,
+    detached: options.detached ?? false,
+    logFile,
+    marker: dataDir,
+    ready: (abort) => waitForPostgres(url, { what: `local PostgreSQL on 127.0.0.1:${port}`, timeoutMs: 60_000, abort }),
+    failSignal: 'SIGQUIT',
+    tailLines: 40,
+  });
   const finalRunDir = runDir;
-  let stopped: Promise<void> | undefined;
   return {
     url,
     version,
     source: 'local',
     pid: child.pid,
     runDir: finalRunDir,
-    stop: () =>
-      (stopped ??= (async () => {
-        // SIGQUIT is PostgreSQL's immediate shutdown: right for data about to be deleted. SIGINT ("fast")
-        // checkpoints first, which a development server should.
-        await stopChild(child, profile === 'test' ? 'SIGQUIT' : 'SIGINT', 30_000);
-        await rm(finalRunDir, { recursive: true, force: true });
-      })()),
+    stop: once(async () => {
+      // SIGQUIT is PostgreSQL's immediate shutdown: right for data about to be deleted. SIGINT ("fast")
+      // checkpoints first, which a development server should.
+      await stopChild(child, profile === 'test' ? 'SIGQUIT' : 'SIGINT', 30_000);
+      await rm(finalRunDir, { recursive: true, force: true });
+    }),
   };
 }
 
@@ -276,16 +261,14 @@ async function startPostgresContainer(client: ContainerRuntimeClient, options: P
     .start();
   const url = `postgres://postgres@${client.info.containerRuntime.host}:${container.getMappedPort(5432)}/postgres`;
   const version = await waitForPostgres(url, { what: 'PostgreSQL container', timeoutMs: 60_000 });
-  let stopped: Promise<void> | undefined;
   return {
     url,
     version,
     source: 'docker',
     containerId: container.getId(),
-    stop: () =>
-      (stopped ??= (async () => {
-        await container.stop();
-      })()),
+    stop: once(async () => {
+      await container.stop();
+    }),
   };
 }
 

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -206,6 +206,53 @@ export async function openLog(file: string): Promise<number> {
   await mkdir(path.dirname(file), { recursive: true });
   // A plain fd, not a FileHandle: a FileHandle would close it again when garbage-collected.
   return openSync(file, 'a');
+}
+
+/**
+ * Starts a throw-away server with its output appended to `logFile`. Unless detached it dies with this
+ * process and is recorded in `runDir` for sweepRuns (`marker` must be in its command line and name this run
+ * alone). `ready` gets an abort check that ends its wait at once when the server dies first; when it fails,
+ * the server is stopped with `failSignal` and the error carries the last `tailLines` of the log.
+ */
+export async function startServer<T>(o: {
+  /** Who exits, in "<what> exited (...) before it was ready". */
+  what: string;
+  command: string;
+  args: string[];
+  runDir: string;
+  uid?: number;
+  gid?: number;
+  detached: boolean;
+  logFile: string;
+  marker: string;
+  ready: (abort: () => string | undefined) => Promise<T>;
+  failSignal: NodeJS.Signals;
+  tailLines: number;
+}): Promise<{ child: ChildProcess; ready: T }> {
+  const fd = await openLog(o.logFile);
+  const child = spawn(o.command, o.args, { cwd: o.runDir, uid: o.uid, gid: o.gid, detached: o.detached, stdio: ['ignore', fd, fd] });
+  closeSync(fd);
+  if (o.detached) child.unref();
+  else own(child);
+  if (!child.pid) throw new Error(`could not start ${o.command}`);
+  if (!o.detached) writeRunRecord(o.runDir, { ownerPid: process.pid, serverPid: child.pid, marker: o.marker });
+
+  let exit: string | undefined;
+  child.once('exit', (code, signal) => {
+    exit = `${o.what} exited (${signal ?? `code ${code}`}) before it was ready`;
+  });
+  try {
+    return { child, ready: await o.ready(() => exit) };
+  } catch (err) {
+    await stopChild(child, o.failSignal, 5_000);
+    throw new Error(`${errorText(err)}\n--- last lines of ${o.logFile} ---\n${await tailFile(o.logFile, o.tailLines)}`);
+  }
+}
+
+/** `fn` run once: later calls get the first call's promise (a handle's stop() may be called from several places). */
+export function once(fn: () => Promise<void>): () => Promise<void> {
+  let done: Promise<void> | undefined;
+  return () => (done ??= fn());
 }
 
 /**
