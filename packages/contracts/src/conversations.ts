@@ -81,30 +81,23 @@ export const conversationRecordSchema = z
   .meta({ id: 'ConversationRecord' });
 export type ConversationRecord = z.infer<typeof conversationRecordSchema>;
 
-/** A conversation in an export page: nullable fields always present, other optional ones omitted when absent. */
+const { resolution, status, type, ...leadingFields } = conversationFields;
+
+/**
+ * A conversation in an export page: the record's fields, the nullable ones always present (null when unset),
+ * other optional ones omitted when absent, and its messages.
+ */
 export const conversationSchema = z
   .object({
-    id: z.uuid(),
-    agent_id: z.uuid().nullable(),
-    contact_id: z.uuid().nullable(),
-    user_id: z.uuid().nullable(),
-    created_at: rfc3339,
-    updated_at: rfc3339,
+    ...leadingFields,
     escalation_time: rfc3339.nullable(),
     start_time: rfc3339.nullable(),
     last_message_at: rfc3339.nullable(),
     resolved_at: rfc3339.nullable(),
-    last_message_content: z.string().optional(),
-    summary: z.string().optional(),
-    title: z.string().optional(),
-    flags: z.array(flagSchema),
-    tags: z.array(z.string()),
-    intent: namedOrEmpty(intentSchema),
-    topic: namedOrEmpty(topicSchema),
     messages: z.array(messageSchema),
-    resolution: z.enum(conversationResolutions).optional(),
-    status: z.enum(conversationStatuses).optional(),
-    type: z.enum(conversationTypes),
+    resolution,
+    status,
+    type,
   })
   .meta({ id: 'Conversation' });
 export type Conversation = z.infer<typeof conversationSchema>;
