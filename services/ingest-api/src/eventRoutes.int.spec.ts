@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
+import { eventRecordSchema } from '@shopstream/contracts';
 import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { activityId, activityKey } from './activityId.js';
@@ -50,7 +51,10 @@ async function shopRecords(shopId: string, until: (mine: BusRecord[]) => boolean
     for (const r of rs) if (r.key === shopId) seen.set(`${r.partition}:${r.offset}`, r);
     return [...seen.values()].sort((a, b) => (BigInt(a.offset) < BigInt(b.offset) ? -1 : 1));
   };
-  return mine(await readTopic(rt, rt.topics.events, (rs) => until(mine(rs))));
+  const records = mine(await readTopic(rt, rt.topics.events, (rs) => until(mine(rs))));
+  // Every record ingest writes must pass the contract its consumers validate with.
+  for (const r of records) expect(eventRecordSchema.safeParse(json(r)).error).toBeUndefined();
+  return records;
 }
 
 describe('errors of the event endpoints', () => {
