@@ -176,7 +176,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
-        partitionsConsumedConcurrently: 1,
+        // Partitions are independent (order is promised per key only): overlap their database round trips.
+        partitionsConsumedConcurrently: 3,
         eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
           if (batch.messages.length === 0 || !isRunning() || isStale()) return;
           const records: BusRecord[] = batch.messages.map((m) => ({

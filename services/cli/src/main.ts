@@ -45,7 +45,8 @@ async function main(argv: string[]): Promise<number> {
 }
 
 main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
+  // Exit once stdout is flushed: on a pipe, process.exit would cut output past the pipe's buffer.
+  (code) => process.stdout.write('', () => process.exit(code)),
   (e: unknown) => {
     console.error(e instanceof Error ? e.message : inspect(e));
     process.exit(1);
