@@ -1,4 +1,5 @@
 import { sql, type Db, type Queryable } from '@shopstream/db';
+import { runProjection, type Projection, type ProjectionOptions } from './projection.js';
 import { counter, type Logger } from '@shopstream/telemetry';
 import type { Bus, OutgoingRecord } from './port.js';
 
@@ -138,6 +139,37 @@ export function startOutboxDrainer(o: DrainOutboxOptions & { logger: Logger; int
     async stop() {
       clearInterval(timer);
       await (queued ?? current)?.catch((e) => log.warn({ err: e }, 'outbox drain failed while stopping'));
+    },
+  };
+}
+
+/**
+ * A projection whose transaction also writes outbox rows, and the drainer that publishes them: rows a crash
+ * left behind go out at start, each commit kicks a drain (not awaited: the next batch's Postgres work
+ * overlaps this one's Kafka round trips; the rows are committed, so nothing waits on it to be safe), and
+ * stop drains once more so what this process committed leaves with it.
+ */
+export async function runProjectionWithOutbox<T>(
+  o: Omit<ProjectionOptions<T>, 'afterCommit'> & { outbox: { table: string; topic: string; intervalMs?: number } },
+): Promise<Projection> {
+  const { outbox: spec, ...projection } = o;
+  const log = o.logger;
+  const outbox = startOutboxDrainer({ db: o.db, bus: o.bus, logger: log, table: spec.table, topic: spec.topic, intervalMs: spec.intervalMs ?? 1_000 });
+  await outbox.drain().catch((e) => log.warn({ err: e }, 'initial outbox drain failed; the timer retries'));
+  const running = await runProjection({
+    ...projection,
+    afterCommit: async () => {
+      outbox.drain().catch((e) => log.warn({ err: e }, 'outbox drain failed; the timer retries'));
+    },
+  });
+  return {
+    get applied() {
+      return running.applied;
+    },
+    async stop() {
+      await running.stop();
+      await outbox.drain().catch((e) => log.warn({ err: e }, 'final outbox drain failed; the rows stay for the next start'));
+      await outbox.stop();
     },
   };
 }

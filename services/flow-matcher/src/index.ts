@@ -1,4 +1,4 @@
-import { runProjection, startOutboxDrainer } from '@shopstream/bus';
+import { runProjectionWithOutbox } from '@shopstream/bus';
 import { metricEventSchema } from '@shopstream/contracts';
 import type { ServiceFactory } from '@shopstream/runtime';
 import { FlowIndex } from './flowIndex.js';
@@ -16,9 +16,7 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
   const index = new FlowIndex(rt.db, logger);
   await index.refresh();
   index.start(rt.env.FLOW_REFRESH_MS);
-  const outbox = startOutboxDrainer({ db: rt.db, bus: rt.bus, logger, table: FLOW_TRIGGER_OUTBOX, topic: rt.topics.flowTriggers, intervalMs: 1_000 });
-  await outbox.drain().catch((e) => logger.warn({ err: e }, 'initial outbox drain failed; the timer retries'));
-  const projection = await runProjection({
+  const projection = await runProjectionWithOutbox({
     bus: rt.bus,
     db: rt.db,
     logger,
@@ -28,11 +26,7 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
     apply: async (tx, records) => {
       await matchTriggers(tx, records, index, new Date());
     },
-    // Kicked, not awaited: the next batch's Postgres work overlaps this batch's Kafka round trips. The rows
-    // are committed, so nothing waits on this to be safe; a failed drain is retried by the timer.
-    afterCommit: async () => {
-      outbox.drain().catch((e) => logger.warn({ err: e }, 'outbox drain failed; the timer retries'));
-    },
+    outbox: { table: FLOW_TRIGGER_OUTBOX, topic: rt.topics.flowTriggers },
   });
   logger.info({ topic: rt.topics.metrics, refresh_ms: rt.env.FLOW_REFRESH_MS }, 'flow matcher started');
   return {
@@ -41,9 +35,6 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
     async stop() {
       await projection.stop();
       index.stop();
-      // Publish what this process committed before it goes; rows a failure leaves go out at the next start.
-      await outbox.drain().catch((e) => logger.warn({ err: e }, 'final outbox drain failed; the rows stay for the next start'));
-      await outbox.stop();
     },
   };
 };
