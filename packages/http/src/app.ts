@@ -22,13 +22,35 @@ const latency = histogram('shopstream_http_request_seconds', 'HTTP request laten
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
+// A pino child per request (and a second one once the shop is known) cost more CPU than the rest of the
+// request's logging together: the request line passes its bindings as fields instead, and req.log is made
+// only when something asks for it (the same bindings, so such lines read as before).
+const BASE_LOGGER = Symbol('baseLogger');
+const OWN_LOGGER = Symbol('ownLogger');
+type LoggedRequest = express.Request & { [BASE_LOGGER]: Logger; [OWN_LOGGER]?: { log: Logger; shopId: string | undefined } };
+const bindingsOf = (req: express.Request) =>
+  req.shopId === undefined ? { request_id: req.id } : { request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId };
+Object.defineProperty(express.request, 'log', {
+  configurable: true,
+  get(this: LoggedRequest): Logger {
+    const own = this[OWN_LOGGER];
+    if (own && own.shopId === this.shopId) return own.log;
+    const log = this[BASE_LOGGER].child(bindingsOf(this));
+    this[OWN_LOGGER] = { log, shopId: this.shopId };
+    return log;
+  },
+  set(this: LoggedRequest, log: Logger) {
+    this[OWN_LOGGER] = { log, shopId: this.shopId };
+  },
+});
+
 /** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
 export function requestContext(service: string, logger: Logger): RequestHandler {
   return (req, res, next) => {
     const given = req.get('x-request-id');
     req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.setHeader('X-Request-Id', req.id);
-    req.log = logger.child({ request_id: req.id });
+    (req as LoggedRequest)[BASE_LOGGER] = logger;
     const start = process.hrtime.bigint();
     res.on('finish', () => {
       // The route pattern, not the path: ids in paths would make a metric series per id.
@@ -38,7 +60,16 @@ export function requestContext(service: string, logger: Logger): RequestHandler 
       requests.inc(labels);
       latency.observe(labels, seconds);
       const level = res.statusCode >= 500 ? 'error' : 'info';
-      req.log[level]({ method: req.method, path: req.path, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+      const own = (req as LoggedRequest)[OWN_LOGGER];
+      const ms = Math.round(seconds * 1e4) / 10;
+      // A logger already made for the request carries the bindings; otherwise the line's fields do.
+      if (own && own.shopId === req.shopId) own.log[level]({ method: req.method, path: req.path, status: res.statusCode, ms }, 'request');
+      else if (req.shopId === undefined) logger[level]({ request_id: req.id, method: req.method, path: req.path, status: res.statusCode, ms }, 'request');
+      else
+        logger[level](
+          { request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId, method: req.method, path: req.path, status: res.statusCode, ms },
+          'request',
+        );
     });
     next();
   };

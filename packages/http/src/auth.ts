@@ -23,7 +23,7 @@ export function requireAuth(keys: ApiKeyStore): RequestHandler {
     if (!key.shops.has(shopId)) return next(new ApiError('forbidden', 'This API key is not granted that shop.', { 'x-shop-id': 'Not granted to this key.' }));
     req.shopId = shopId;
     req.apiKeyId = key.id;
-    req.log = req.log.child({ shop_id: shopId, api_key_id: key.id });
+    // req.log binds shop_id and api_key_id from these when it is next asked for (see requestContext).
     next();
   };
 }
