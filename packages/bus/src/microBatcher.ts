@@ -19,7 +19,8 @@ export interface MicroBatcher<T> {
  * so under load the batch size follows the round-trip time and idle latency stays at lingerMs.
  */
 export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatcher<T> {
-  type Pending = { item: T; resolve: () => void; reject: (e: unknown) => void };
+  // The weight is taken once per item: weighing may be dear (the Kafka adapter counts bytes).
+  type Pending = { item: T; weight: number; resolve: () => void; reject: (e: unknown) => void };
   const weight = opts.weight ?? (() => 1);
   let queue: Pending[] = [];
   let queued = 0;
@@ -38,9 +39,9 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
     if (inFlight || queue.length === 0) return;
     const batch: Pending[] = [];
     let w = 0;
-    while (queue.length > 0 && (batch.length === 0 || w + weight(queue[0].item) <= opts.maxWeight)) {
+    while (queue.length > 0 && (batch.length === 0 || w + queue[0].weight <= opts.maxWeight)) {
       const p = queue.shift()!;
-      w += weight(p.item);
+      w += p.weight;
       batch.push(p);
     }
     queued -= w;
@@ -61,8 +62,9 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
   return {
     add(item) {
       return new Promise<void>((resolve, reject) => {
-        queue.push({ item, resolve, reject });
-        queued += weight(item);
+        const w = weight(item);
+        queue.push({ item, weight: w, resolve, reject });
+        queued += w;
         if (queued >= opts.maxWeight && !inFlight) void run();
         else schedule();
       });

@@ -5,10 +5,20 @@ export type ParsedEvent = { ok: true; event: EventInput } | { ok: false; fields:
 
 const PHONE_MESSAGE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
 
+// Parsing with the full metadata is one of the dearest steps of an event, and returning customers send the
+// same numbers again and again: answers are remembered (bounded; cleared when full, as ApiKeyStore's cache).
+const PHONE_CACHE_MAX = 20_000;
+const phoneCache = new Map<string, string | null>();
+
 /** E.164 (`+14155552671`), or null when the number is not a valid one. Only international input is accepted: a shop has no default country. */
 export function normalizePhone(raw: string): string | null {
+  const hit = phoneCache.get(raw);
+  if (hit !== undefined) return hit;
   const parsed = parsePhoneNumberFromString(raw.trim());
-  return parsed && parsed.isValid() ? parsed.number : null;
+  const phone = parsed && parsed.isValid() ? parsed.number : null;
+  if (phoneCache.size >= PHONE_CACHE_MAX) phoneCache.clear();
+  phoneCache.set(raw, phone);
+  return phone;
 }
 
 /**
@@ -18,7 +28,8 @@ export function normalizePhone(raw: string): string | null {
 export function parseEvent(input: unknown): ParsedEvent {
   const r = eventInputSchema.safeParse(input);
   const rawPhone = (input as { contact?: { phone?: unknown } } | null)?.contact?.phone;
-  const phoneBad = typeof rawPhone === 'string' && rawPhone.trim() !== '' && normalizePhone(rawPhone) === null;
+  const phone = typeof rawPhone === 'string' && rawPhone.trim() !== '' ? normalizePhone(rawPhone) : undefined;
+  const phoneBad = phone === null;
   if (!r.success) {
     const fields = fieldErrors(r.error);
     // Report a bad phone beside the other problems, so the caller fixes everything in one round.
@@ -27,7 +38,8 @@ export function parseEvent(input: unknown): ParsedEvent {
   }
   const event = r.data;
   if (event.contact?.phone === undefined) return { ok: true, event };
-  const phone = normalizePhone(event.contact.phone);
-  if (phone === null) return { ok: false, fields: { 'contact.phone': PHONE_MESSAGE } };
-  return { ok: true, event: { ...event, contact: { ...event.contact, phone } } };
+  // The schema only trims the phone, and normalizePhone trims too: the raw string's answer is this one's.
+  const normalized = phone ?? normalizePhone(event.contact.phone);
+  if (normalized === null) return { ok: false, fields: { 'contact.phone': PHONE_MESSAGE } };
+  return { ok: true, event: { ...event, contact: { ...event.contact, phone: normalized } } };
 }
