@@ -1,4 +1,4 @@
-import { Kafka, logLevel, CompressionTypes, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry } from 'kafkajs';
+import { Kafka, logLevel, CompressionTypes, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { histogram } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
@@ -29,6 +29,28 @@ const recordBytes = (r: OutgoingRecord): number => {
   let n = 64 + Buffer.byteLength(r.key) + (typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length);
   for (const [k, v] of Object.entries(r.headers ?? {})) n += k.length + v.length + 8;
   return n;
+};
+
+/**
+ * kafkajs' default partitioner, remembering the partition of each key: it hashes every message's key
+ * (murmur2 over a fresh Buffer) and filters the partition list per message, while our records carry few
+ * distinct keys (the shop id). A keyed message's partition depends only on its key and the partition count.
+ */
+const memoizedKeyPartitioner: ICustomPartitioner = () => {
+  const inner = Partitioners.DefaultPartitioner();
+  const known = new Map<string, number>();
+  return (args) => {
+    const { topic, partitionMetadata, message } = args;
+    if ((message.partition !== null && message.partition !== undefined) || typeof message.key !== 'string') return inner(args);
+    const k = `${partitionMetadata.length}\u0000${topic}\u0000${message.key}`;
+    let partition = known.get(k);
+    if (partition === undefined) {
+      partition = inner(args);
+      if (known.size >= 100_000) known.clear();
+      known.set(k, partition);
+    }
+    return partition;
+  };
 };
 
 function toHeaders(h: IHeaders | undefined): Record<string, string> {
@@ -71,6 +93,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     throw e;
   }));
   const producer: Producer = kafka.producer({
+    createPartitioner: memoizedKeyPartitioner,
     idempotent: true,
     maxInFlightRequests: 1,
     allowAutoTopicCreation: false,
