@@ -1,5 +1,5 @@
 export { ApiError, httpStatusOf } from './errors.js';
-export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, sendError, type AppParts } from './app.js';
+export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, sendError, sendJson, type AppParts } from './app.js';
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
 export { requireAuth } from './auth.js';
 export { listen, type RunningServer } from './server.js';

@@ -1,6 +1,6 @@
 import { Router, type Request } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
-import { ApiError, jsonBody, validate } from '@shopstream/http';
+import { ApiError, jsonBody, sendJson, validate } from '@shopstream/http';
 import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
@@ -29,13 +29,13 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
     const results: BulkResultItem[] = outcomes.map((o, index) =>
       o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
     );
-    res.status(200).json({ results });
+    sendJson(res, 200, { results });
   });
 
   router.post('/events/', arrived, ...jsonBody(SINGLE_BODY_LIMIT), async (req, res) => {
     const [outcome] = await recordEvents(ports, context(req, 'single'), [req.body]);
     if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
-    res.status(202).json(outcome.event);
+    sendJson(res, 202, outcome.event);
   });
 
   const unavailable: Partial<Record<number, OpenApiHeaders>> = {
