@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { v5 as uuidv5, v7 as uuidv7 } from 'uuid';
+import { v5 as uuidv5 } from 'uuid';
 import type { EventInput, EventRecord } from '@shopstream/contracts';
+import { activityId, activityKey, buildRecord } from '@shopstream/ingest-api';
 
 /**
  * Realistic event traffic: a shop's storefront and back office. About half of the events carry a contact
@@ -76,46 +77,31 @@ export function eventMaker(opts: { seed: string; contactPool?: number }): EventM
   };
 }
 
-const NS = '6f1c2a8e-6a0e-4d8b-9a57-2a1d5f1e9b10';
+// Namespace of the synthetic contact ids (one per identity, as a resolved contact would have).
+const CONTACT_NS = '6f1c2a8e-6a0e-4d8b-9a57-2a1d5f1e9b10';
 
 /**
- * An `events` record as ingest-api would write it for e, with the contact already resolved (a synthetic
- * id per identity). For the projector scenario and the bare-producer baseline.
+ * An `events` record as ingest-api would write it for e (its own key, id and record builder), with the
+ * contact already resolved to a synthetic id per identity. For the projector scenario and the
+ * bare-producer baseline.
  */
 export function eventRecordOf(shopId: string, e: EventInput, requestId: string): EventRecord {
-  const key = e.remote_id ? `r:${e.remote_platform ?? ''}:${e.remote_id}` : e.metric.deduping_key ? `d:${e.metric.metric_name}:${e.metric.deduping_key}` : null;
-  const id = key ? uuidv5(`${shopId}/${key}`, NS) : uuidv7();
-  const now = new Date().toISOString();
+  const key = activityKey(e);
   const c = e.contact;
-  return {
-    activity_id: id,
-    shop_id: shopId,
-    activity_key: key,
-    name: e.name,
-    description: e.description ?? null,
-    event_time: e.event_time ?? now,
-    received_at: now,
-    remote_id: e.remote_id ?? null,
-    remote_platform: e.remote_platform ?? null,
-    metric: {
-      metric_name: e.metric.metric_name,
-      value: e.metric.value ?? null,
-      additional_properties: e.metric.additional_properties ?? {},
-      context_object_id: e.metric.context_object_id ?? null,
-      context_object_type: e.metric.context_object_type ?? null,
-      metric_object_id: e.metric.metric_object_id ?? null,
-      metric_object_type: e.metric.metric_object_type ?? null,
-      deduping_key: e.metric.deduping_key ?? null,
-    },
+  return buildRecord(e, {
+    id: activityId(shopId, key),
+    key,
+    shopId,
+    requestId,
+    receivedAt: new Date().toISOString(),
     contact: c
       ? {
-          id: uuidv5(`${shopId}/${c.email ?? c.phone ?? c.remote_id}`, NS),
+          id: uuidv5(`${shopId}/${c.email ?? c.phone ?? c.remote_id}`, CONTACT_NS),
           email: c.email ?? null,
           phone: c.phone ?? null,
           remote_id: c.remote_id ?? null,
           name: c.name ?? null,
         }
       : null,
-    request_id: requestId,
-  };
+  });
 }

@@ -115,7 +115,8 @@ export function responseContact(c: ResolvedContact): Contact {
   };
 }
 
-function buildRecord(
+/** The `events` record of an accepted event: exactly what ingest-api writes (the bench builds its records with it too). */
+export function buildRecord(
   e: EventInput,
   m: { id: string; key: string | null; contact: ResolvedContact | null; shopId: string; requestId: string; receivedAt: string },
 ): EventRecord {
