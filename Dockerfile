@@ -1,4 +1,7 @@
-# One image for every Shopstream service; the command picks the service: `pnpm start <service>`.
+# One image for every Shopstream service; the command picks the service (`docker run <image> ingest-api`).
+# The entrypoint is node itself, not `pnpm start`: pnpm does not pass SIGTERM on to the service (it exits
+# and leaves the service running), so `docker stop` would kill the service without its drain.
+# test/start.e2e.spec.ts runs this exact command line and checks the drain on SIGTERM.
 FROM node:20-bookworm-slim
 RUN npm install -g pnpm@10 && mkdir -p /app
 WORKDIR /app
@@ -11,4 +14,4 @@ RUN pnpm install --frozen-lockfile
 ENV NODE_ENV=production PORT=8080
 EXPOSE 8080
 USER node
-ENTRYPOINT ["pnpm", "start"]
+ENTRYPOINT ["node", "--import", "tsx", "services/all-in-one/src/main.ts"]

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -11,6 +11,9 @@ import { waitFor } from '@shopstream/testkit/harness';
 // data directory (embedded) or the Kafka broker and Postgres server (distributed).
 const repo = path.resolve(import.meta.dirname, '..');
 const tsx = path.join(repo, 'node_modules/.bin/tsx');
+// The container's command line, exactly as the Dockerfile has it: the distributed run below uses it, so the
+// drain on SIGTERM is checked on what `docker stop` signals.
+const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(path.join(repo, 'Dockerfile'), 'utf8'))![1]!) as string[];
 const children = new Set<ChildProcess>();
 
 afterAll(() => {
@@ -24,8 +27,9 @@ interface Started {
 }
 
 /** Starts the all-in-one process and waits for its banner; the base URL comes from what it printed. */
-async function startShopstream(env: Record<string, string>): Promise<Started> {
-  const child = spawn(tsx, ['services/all-in-one/src/main.ts'], {
+async function startShopstream(env: Record<string, string>, argv = [tsx, 'services/all-in-one/src/main.ts']): Promise<Started> {
+  const [command, ...args] = argv as [string, ...string[]];
+  const child = spawn(command, args, {
     cwd: repo,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -188,7 +192,8 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
       FLOW_REFRESH_MS: '500',
       CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
     };
-    const s = await startShopstream(env);
+    // The Dockerfile's command line (every service, as with no command given): stopped with SIGTERM below.
+    const s = await startShopstream(env, entrypoint);
     expect(s.output()).toContain('distributed mode');
     expect(s.output()).not.toContain('API key:');
     const call = api(s.base, key, shop);
