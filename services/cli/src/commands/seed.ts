@@ -134,27 +134,32 @@ function parseArgs(args: string[]): { shop: string; count: number; messages: num
   return { shop: opts.shop.toLowerCase(), count, messages, months };
 }
 
-/** A one-line bar on stderr, redrawn at most every 100 ms. */
-function progressBar(total: number) {
+/**
+ * Progress on stderr: on a terminal a one-line bar redrawn at most every 100 ms; otherwise (a log file, a
+ * CI job) one plain line every 5 s and one at the end, so the output reads as lines.
+ */
+function progressBar(total: number, tty = process.stderr.isTTY === true) {
   const started = Date.now();
-  let drawn = 0;
-  const draw = (done: number) => {
-    const width = 30;
-    const filled = Math.round((done / total) * width);
+  const every = tty ? 100 : 5000;
+  let drawn = started;
+  const line = (done: number) => {
     const secs = (Date.now() - started) / 1000;
     const rate = secs > 0 ? Math.round(done / secs) : 0;
-    process.stderr.write(`\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${Math.floor((done / total) * 100)}% ${done}/${total} conversations, ${rate}/s `);
+    const pct = Math.floor((done / total) * 100);
+    if (!tty) return `${pct}% ${done}/${total} conversations, ${rate}/s\n`;
+    const width = 30;
+    const filled = Math.round((done / total) * width);
+    return `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${pct}% ${done}/${total} conversations, ${rate}/s `;
   };
   return {
     update(done: number) {
       const now = Date.now();
-      if (now - drawn < 100 && done < total) return;
+      if (now - drawn < every || done >= total) return;
       drawn = now;
-      draw(done);
+      process.stderr.write(line(done));
     },
     finish(done: number) {
-      draw(done);
-      process.stderr.write('\n');
+      process.stderr.write(line(done) + (tty ? '\n' : ''));
     },
   };
 }
