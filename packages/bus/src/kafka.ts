@@ -62,11 +62,17 @@ function toHeaders(h: IHeaders | undefined): Record<string, string> {
   return out;
 }
 
+// kafkajs warns at every producer start when an idempotent producer's retries are bounded. They are bounded
+// on purpose: a send that cannot complete fails within publishTimeoutMs, so ingest answers 503 (nothing
+// reported accepted) instead of holding the request. Said once here rather than in every service's log.
+const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
+
 function kafkaLogger(logger: Logger) {
   return () =>
     ({ level, log }: LogEntry) => {
       const { message, ...extra } = log;
-      const fn = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN ? 'warn' : 'debug';
+      const expected = level === logLevel.WARN && message.startsWith(BOUNDED_RETRIES_WARNING);
+      const fn = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN && !expected ? 'warn' : 'debug';
       logger[fn]({ kafka: extra }, message);
     };
 }
