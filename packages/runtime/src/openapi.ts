@@ -183,6 +183,7 @@ const errorDescriptions: Record<number, string> = {
   413: 'payload_too_large',
   415: 'unsupported_media_type',
   429: 'rate_limited',
+  500: 'internal_error: an unexpected failure on our side, logged with the request id',
   503: 'unavailable: retry after Retry-After seconds',
 };
 
@@ -212,7 +213,8 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
         ...(r.schema ? { content: { 'application/json': { schema: components.add(r.schema, 'output') } } } : {}),
       };
     }
-    for (const status of op.errors) {
+    // Any operation can fail unexpectedly: 500 with the error body is documented everywhere.
+    for (const status of [...op.errors, ...(op.errors.includes(500) ? [] : [500])]) {
       responses[String(status)] = {
         description: errorDescriptions[status] ?? 'error',
         headers: headerObjects(op.errorHeaders?.[status] ?? {}),
