@@ -86,6 +86,21 @@ describe('conversation-projector', () => {
     expect((await row(shop, id))?.title).toBe('v2 again (same updated_at)');
   });
 
+  it('compares updated_at to the microsecond, also between two versions in one batch', async () => {
+    const shop = randomUUID();
+    const id = randomUUID();
+    const marker = randomUUID();
+    await publish([
+      upsert(shop, conversation(id, { updated_at: '2026-03-01T10:05:00.000002Z', title: 'newer by 1 µs' })),
+      upsert(shop, conversation(id, { updated_at: '2026-03-01T10:05:00.000001Z', title: 'older by 1 µs, later in the batch' })),
+      upsert(shop, conversation(marker)),
+    ]);
+    await waitFor(() => row(shop, marker), { message: 'marker conversation projected' });
+    expect((await row(shop, id))?.title).toBe('newer by 1 µs');
+    const [{ updated_at }] = await rt.db.query(sql`SELECT to_char(updated_at, 'SS.US') AS updated_at FROM conversations WHERE shop_id = ${shop} AND id = ${id}`);
+    expect(updated_at).toBe('00.000002');
+  });
+
   it('keeps messages that arrive before their conversation and shows the newest once the conversation comes', async () => {
     const shop = randomUUID();
     const id = randomUUID();

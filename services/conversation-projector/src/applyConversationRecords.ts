@@ -8,6 +8,16 @@ import type { ConversationRecord, ConversationUpserted, MessageCreated } from '@
  * 3. last_message_at/_content of every conversation touched, raised to its newest message when that
  *    message is newer than what the row holds (so a message that came first shows once its conversation comes).
  */
+/**
+ * An RFC 3339 timestamp as microseconds since the epoch: the precision Postgres keeps, so two versions of a
+ * conversation in one batch are compared as the upsert's `updated_at` check compares them (Date.parse stops at
+ * milliseconds, and would let an older version a few microseconds behind win a tie).
+ */
+function micros(ts: string): bigint {
+  const fraction = /T[^.]*\.(\d+)/.exec(ts)?.[1] ?? '';
+  return BigInt(Date.parse(ts)) * 1000n + BigInt(fraction.padEnd(6, '0').slice(3, 6));
+}
+
 export async function applyConversationRecords(tx: Queryable, records: ConversationRecord[]): Promise<void> {
   const upserts = new Map<string, ConversationUpserted>();
   const messages = new Map<string, MessageCreated>();
@@ -17,7 +27,7 @@ export async function applyConversationRecords(tx: Queryable, records: Conversat
         // One statement cannot touch a row twice: keep the version that would win last.
         const k = `${r.shop_id}/${r.conversation.id}`;
         const had = upserts.get(k);
-        if (!had || Date.parse(had.conversation.updated_at) <= Date.parse(r.conversation.updated_at)) upserts.set(k, r);
+        if (!had || micros(had.conversation.updated_at) <= micros(r.conversation.updated_at)) upserts.set(k, r);
         break;
       }
       case 'message.created': {
