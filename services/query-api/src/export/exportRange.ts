@@ -10,6 +10,11 @@ export type Micros = number;
 const UNIT_MINUTES = { m: 1, h: 60, d: 60 * 24, w: 60 * 24 * 7 } as const;
 const MINUTE_US = 60_000_000;
 const WINDOW_US = MAX_EXPORT_WINDOW_DAYS * 24 * 60 * MINUTE_US;
+/**
+ * 0001-01-01T00:00:00Z. A relative side can reach far before it (seven digits of weeks is 190,000 years), and
+ * formatMicros then writes an extended year (`-017139-...`) that Postgres refuses: a 400 here, not a 500 there.
+ */
+const EARLIEST_US = Date.parse('0001-01-01T00:00:00Z') * 1000;
 
 /** One side of a range as written: canonical, so that `2026-01-01T00:00:00Z` and `...00.000Z` are the same filter. */
 export type RangeSide = { kind: 'absolute'; at: Micros } | { kind: 'relative'; minutes: number } | { kind: 'empty' };
@@ -88,6 +93,8 @@ export function resolveRange(param: string, range: ParsedRange, now: Micros): Wi
   };
   const start = at(range.start);
   const end = at(range.end);
+  if (start < EARLIEST_US) throw bad(param, 'The start is before 0001-01-01T00:00:00Z.');
+  if (end < EARLIEST_US) throw bad(param, 'The end is before 0001-01-01T00:00:00Z.');
   if (start >= end) throw bad(param, 'The start must be before the end (the window is start <= t < end).');
   if (end - start > WINDOW_US) throw bad(param, `The window is at most ${MAX_EXPORT_WINDOW_DAYS} days; page through larger spans window by window.`);
   return { start, end };

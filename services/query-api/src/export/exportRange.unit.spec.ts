@@ -46,6 +46,23 @@ describe('export ranges', () => {
     expect(fieldsOf(() => resolveRange('x', parseRange('x', 'relative:-43201m,'), now))).toEqual({ x: expect.stringContaining('30 days') });
   });
 
+  it('rejects a relative side that resolves before year 1, which Postgres cannot take, as a 400 on the parameter', () => {
+    // Seven digits of weeks reach year -17139: formatMicros would write an extended year and the query would fail (500).
+    expect(fieldsOf(() => resolveRange('created_at__range', parseRange('created_at__range', 'relative:-1000000w,relative:-999999w'), now))).toEqual({
+      created_at__range: expect.stringContaining('start is before 0001-01-01'),
+    });
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', 'relative:-9999999w,relative:-9999998w'), now))).toEqual({ x: expect.stringContaining('start is before 0001-01-01') });
+    // The boundary: from a midnight, a whole number of days reaches 0001-01-01T00:00:00Z exactly; one more day does not.
+    const midnight = at('2026-04-15T00:00:00Z');
+    const earliest = at('0001-01-01T00:00:00Z');
+    const days = (midnight - earliest) / 86_400e6;
+    expect(Number.isInteger(days)).toBe(true);
+    expect(resolveRange('x', parseRange('x', `relative:-${days}d,relative:-${days - 1}d`), midnight)).toEqual({ start: earliest, end: earliest + 86_400e6 });
+    expect(formatMicros(earliest)).toBe('0001-01-01T00:00:00.000000Z');
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 1}d,relative:-${days - 1}d`), midnight))).toEqual({ x: expect.stringContaining('start is before') });
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 2}d,relative:-${days + 1}d`), midnight))).toEqual({ x: expect.stringContaining('start is before') });
+  });
+
   it('writes equal ranges the same way for the cursor fingerprint', () => {
     expect(canonicalRange(parseRange('r', '2026-04-01T00:00:00Z,'))).toBe(canonicalRange(parseRange('r', '2026-04-01T00:00:00.000+00:00, ')));
     expect(canonicalRange(parseRange('r', 'relative:-1w,'))).toBe(canonicalRange(parseRange('r', 'relative:-7d,')));
