@@ -59,6 +59,9 @@ describe('dead letters', () => {
     const badEvent = JSON.stringify({ activity_id: 'not-a-uuid', shop_id: shop, name: '' });
     await rt.bus.publish(rt.topics.events, [{ key: shop, value: badEvent, headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
     await rt.bus.publish(rt.topics.events, [{ key: shop, value: '{not json', headers: { [H.shopId]: shop } }]);
+    // Passes the schema, but Postgres cannot store a NUL: without the check it would fail every insert of its batch.
+    const nulEvent = JSON.stringify({ ...eventRecord(), name: 'Placed\u0000order' });
+    await rt.bus.publish(rt.topics.events, [{ key: shop, value: nulEvent, headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
     const badMetric = JSON.stringify({ id: randomUUID(), shop_id: shop, metric_name: 'valid' });
     await rt.bus.publish(rt.topics.metrics, [{ key: shop, value: badMetric, headers: { [H.schema]: schemas.metricEvent, [H.shopId]: shop } }]);
     const good = eventRecord();
@@ -71,13 +74,14 @@ describe('dead letters', () => {
     const activities = await rt.db.query(sql`SELECT id FROM activities WHERE shop_id = ${shop}`);
     expect(activities.map((r) => r.id)).toEqual([good.activity_id]);
 
-    const eventsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => new Set(rs.map((r) => r.offset)).size >= 2);
+    const eventsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => new Set(rs.map((r) => r.offset)).size >= 3);
     const uniqueEvents = [...new Map(eventsDlq.map((r: BusRecord) => [`${r.partition}/${r.offset}`, r])).values()];
-    expect(uniqueEvents.map((r) => r.value.toString()).sort()).toEqual([badEvent, '{not json'].sort());
+    expect(uniqueEvents.map((r) => r.value.toString()).sort()).toEqual([badEvent, '{not json', nulEvent].sort());
     for (const r of uniqueEvents) {
       expect(r.key).toBe(shop);
       expect(r.headers[H.dlqSourceTopic]).toBe(rt.topics.events);
-      expect(r.headers[H.dlqReason]).toMatch(r.value.toString() === badEvent ? /^schema: .*activity_id/ : /^invalid JSON/);
+      const v = r.value.toString();
+      expect(r.headers[H.dlqReason]).toMatch(v === badEvent ? /^schema: .*activity_id/ : v === nulEvent ? /^unstorable: name: Contains a NUL/ : /^invalid JSON/);
       expect(r.headers[H.shopId]).toBe(shop);
     }
     const metricsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.metrics), (rs) => rs.length >= 1);
@@ -85,7 +89,7 @@ describe('dead letters', () => {
     expect(metricsDlq[0].headers[H.dlqReason]).toMatch(/^schema: /);
     expect(metricsDlq[0].headers[H.dlqSourceTopic]).toBe(rt.topics.metrics);
 
-    expect(await deadLetterCount(rt.topics.events)).toBe(eventsBefore + 2);
+    expect(await deadLetterCount(rt.topics.events)).toBe(eventsBefore + 3);
     expect(await deadLetterCount(rt.topics.metrics)).toBe(metricsBefore + 1);
     const metricsOnLog = await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => JSON.parse(r.value.toString()).id === good.activity_id));
     const m = metricsOnLog.map((r) => JSON.parse(r.value.toString()) as MetricEvent).find((x) => x.id === good.activity_id);

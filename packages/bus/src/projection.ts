@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { sql, type Db, type Queryable } from '@shopstream/db';
-import { dlq, headers as H } from '@shopstream/contracts';
+import { dlq, headers as H, unstorableText } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, Bus, BusRecord, Subscription } from './port.js';
 
@@ -42,6 +42,10 @@ function parseRecord<T>(schema: z.ZodType<T>, r: BusRecord): { ok: true; value: 
   } catch (e) {
     return { ok: false, reason: `invalid JSON: ${(e as Error).message}` };
   }
+  // Before the schema: zod would turn a `__proto__` key into a prototype; NUL or an unpaired surrogate
+  // would pass it and then fail every insert of the batch, blocking the partition.
+  const unstorable = unstorableText(json);
+  if (unstorable) return { ok: false, reason: `unstorable: ${unstorable.path || '(value)'}: ${unstorable.message}` };
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const first = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join('.') || '(value)'}: ${i.message}`);
@@ -80,7 +84,8 @@ export async function runProjection<T>(o: ProjectionOptions<T>): Promise<Project
             value: record.value,
             headers: {
               ...record.headers,
-              [H.dlqReason]: reason.slice(0, 1000),
+              // The reason may quote the record (a JSON.parse message does): made storable for any header store.
+              [H.dlqReason]: reason.slice(0, 1000).replace(/\u0000/g, '\\u0000').toWellFormed(),
               [H.dlqSourceTopic]: record.topic,
               [H.dlqSourcePartition]: String(record.partition),
               [H.dlqSourceOffset]: record.offset,

@@ -5,3 +5,4 @@ export * from './topics.js';
 export * from './conversations.js';
 export * from './flows.js';
 export * from './activities.js';
+export * from './storableText.js';

@@ -1,5 +1,5 @@
 import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
-import { eventInputSchema, fieldErrors, type EventInput } from '@shopstream/contracts';
+import { eventInputSchema, fieldErrors, unstorableText, type EventInput } from '@shopstream/contracts';
 
 export type ParsedEvent = { ok: true; event: EventInput } | { ok: false; fields: Record<string, string> };
 
@@ -26,6 +26,9 @@ export function normalizePhone(raw: string): string | null {
  * relative to the event (`metric.metric_name`, `contact.phone`), in the single and the bulk endpoint alike.
  */
 export function parseEvent(input: unknown): ParsedEvent {
+  // Text Postgres cannot store would be accepted here and then block the projector's partition: a 400.
+  const unstorable = unstorableText(input);
+  if (unstorable) return { ok: false, fields: { [unstorable.path]: unstorable.message } };
   const r = eventInputSchema.safeParse(input);
   const rawPhone = (input as { contact?: { phone?: unknown } } | null)?.contact?.phone;
   const phone = typeof rawPhone === 'string' && rawPhone.trim() !== '' ? normalizePhone(rawPhone) : undefined;

@@ -26,3 +26,29 @@ describe('parseEvent', () => {
     expect(parseEvent({ metric: { metric_name: 'x' }, contact: { phone: '123' } })).toEqual({ ok: false, fields: { name: 'Required.', 'contact.phone': PHONE } });
   });
 });
+
+describe('text Postgres cannot store', () => {
+  // Parsed from the JSON a client sends, as the endpoint does: "\u0000" and "\ud800" are valid JSON escapes.
+  const parsed = (json: string) => parseEvent(JSON.parse(json));
+
+  it('refuses NUL and unpaired surrogates anywhere, keys included, naming the path', () => {
+    expect(parsed('{"name": "Placed\\u0000order", "metric": {"metric_name": "m"}}')).toEqual({ ok: false, fields: { name: expect.stringContaining('NUL') } });
+    expect(parsed('{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"cart": {"items": ["ok", "\\ud800"]}}}}')).toEqual({
+      ok: false,
+      fields: { 'metric.additional_properties.cart.items.1': expect.stringContaining('unpaired surrogate') },
+    });
+    expect(parsed('{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"k\\u0000": 1}}}')).toMatchObject({ ok: false });
+    expect(parsed('{"name": "n", "metric": {"metric_name": "m"}, "contact": {"remote_id": "r\\u0000x"}}')).toEqual({ ok: false, fields: { 'contact.remote_id': expect.any(String) } });
+  });
+
+  it('refuses __proto__ as a key (a copy would drop it silently)', () => {
+    expect(parsed('{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"__proto__": {"x": 1}, "b": 2}}}')).toEqual({
+      ok: false,
+      fields: { 'metric.additional_properties.__proto__': 'Not allowed as a key.' },
+    });
+  });
+
+  it('accepts paired surrogates (emoji) and other control characters', () => {
+    expect(parsed('{"name": "Loved it \\ud83d\\ude00\\t", "metric": {"metric_name": "m"}}')).toMatchObject({ ok: true });
+  });
+});

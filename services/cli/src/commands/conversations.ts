@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { conversationRecordSchema, headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
+import { conversationRecordSchema, headers as H, schemas, unstorableText, type ConversationRecord } from '@shopstream/contracts';
 import type { OutgoingRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { withRuntime } from '../context.js';
@@ -71,6 +71,13 @@ export async function importConversations(rt: Runtime, input: Readable, report: 
     } catch (e) {
       bad++;
       report(lineNo, `not JSON: ${(e as Error).message}`);
+      continue;
+    }
+    // What the projector would dead-letter: reported here, by line, instead of published.
+    const unstorable = unstorableText(json);
+    if (unstorable) {
+      bad++;
+      report(lineNo, `${unstorable.path || '(record)'}: ${unstorable.message}`);
       continue;
     }
     const parsed = conversationRecordSchema.safeParse(json);
