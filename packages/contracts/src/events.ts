@@ -29,7 +29,7 @@ export type MetricInput = z.infer<typeof metricInputSchema>;
 
 export const contactInputSchema = z
   .strictObject({
-    email: z.string().trim().toLowerCase().pipe(z.email()).optional(),
+    email: z.string().trim().max(254).toLowerCase().pipe(z.email()).optional(),
     name: z.string().max(255).optional(),
     phone: z.string().trim().min(1).max(64).optional(),
     remote_id: z.string().trim().min(1).max(255).optional(),
@@ -93,3 +93,14 @@ export const bulkResultItemSchema = z
 export type BulkResultItem = z.infer<typeof bulkResultItemSchema>;
 
 export const bulkResponseSchema = z.object({ results: z.array(bulkResultItemSchema) }).meta({ id: 'BulkEventsResponse' });
+
+const uuidSchema = z.uuid();
+
+/**
+ * Whether s is a uuid as every record schema checks one (zod's RFC 9562 form: version and variant digits
+ * included). The X-Shop-Id header, BOOTSTRAP_API_KEYS and the CLI use this same test, so no shop id that
+ * passes the door can make its records fail their schema later (they would be dead-lettered, lost).
+ */
+export function isUuid(s: string): boolean {
+  return uuidSchema.safeParse(s).success;
+}

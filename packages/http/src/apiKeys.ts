@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { isUuid } from '@shopstream/contracts';
 import { sql, type Db } from '@shopstream/db';
 
 export interface ApiKeyInfo {
@@ -35,8 +36,10 @@ export class ApiKeyStore {
     const id = await this.db.tx(async (tx) => {
       const inserted = await tx.query(sql`
         INSERT INTO api_keys (id, name, secret_hash) VALUES (${randomUUID()}, ${name}, ${hash})
-        ON CONFLICT (secret_hash) DO UPDATE SET revoked_at = NULL
+        ON CONFLICT (secret_hash) DO UPDATE SET secret_hash = EXCLUDED.secret_hash
         RETURNING id`);
+      // The no-op update only returns the existing key's id: a key that was revoked stays revoked, even
+      // when BOOTSTRAP_API_KEYS names it again at every start.
       const keyId: string = inserted[0].id;
       for (const shop of shops) {
         await tx.query(sql`INSERT INTO api_key_shops (api_key_id, shop_id) VALUES (${keyId}, ${shop}) ON CONFLICT DO NOTHING`);
@@ -90,17 +93,17 @@ export class ApiKeyStore {
  * Throws with a message naming the bad part.
  */
 export function parseBootstrapKeys(value: string): { secret: string; shops: string[] }[] {
-  const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
   return value
     .split(';')
     .map((s) => s.trim())
     .filter(Boolean)
-    .map((entry) => {
+    .map((entry, i) => {
       const eq = entry.lastIndexOf('=');
-      if (eq <= 0) throw new Error(`BOOTSTRAP_API_KEYS: "${entry.slice(0, 6)}…" is not <key>=<shop>[,<shop>...]`);
+      // Named by position: an excerpt of a malformed entry could be the whole secret.
+      if (eq <= 0) throw new Error(`BOOTSTRAP_API_KEYS: entry ${i + 1} is not <key>=<shop>[,<shop>...]`);
       const secret = entry.slice(0, eq).trim();
       const shops = entry.slice(eq + 1).split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
-      const bad = shops.find((s) => !uuid.test(s));
+      const bad = shops.find((s) => !isUuid(s));
       if (shops.length === 0 || bad !== undefined) throw new Error(`BOOTSTRAP_API_KEYS: shop "${bad ?? ''}" is not a uuid`);
       return { secret, shops };
     });

@@ -105,6 +105,11 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     return sendError(res, requestId, new ApiError('payload_too_large', `The body is larger than ${(err as { limit?: number }).limit ?? 'the limit'} bytes.`));
   if (type === 'encoding.unsupported' || type === 'charset.unsupported')
     return sendError(res, requestId, new ApiError('unsupported_media_type', 'Send the body as UTF-8 JSON.'));
+  // Any other body-parser error the client caused (a corrupt gzip body, a wrong Content-Length, an aborted
+  // upload): a 400, not a 500 logged as our failure.
+  const e = err as { expose?: boolean; status?: number; message?: string };
+  if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
+    return sendError(res, requestId, new ApiError('invalid_json', `The body could not be read: ${e.message ?? type}.`));
   (req.log ?? console).error({ err }, 'unhandled error');
   return sendError(res, requestId, new ApiError('internal_error', 'Something went wrong on our side. Quote the request id when you report it.'));
 };
@@ -115,7 +120,8 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
 export function jsonBody(limit: string | number): RequestHandler[] {
   return [
     (req, _res, next) => {
-      if (!req.is('application/json')) {
+      // null: no body at all (a 400 from validation, as with Content-Length: 0); false: another type.
+      if (req.is('application/json') === false) {
         return next(new ApiError('unsupported_media_type', 'Send the body with Content-Type: application/json.', { 'content-type': 'Must be application/json.' }));
       }
       next();

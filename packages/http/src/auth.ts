@@ -1,8 +1,7 @@
 import type { RequestHandler } from 'express';
+import { isUuid } from '@shopstream/contracts';
 import { ApiError } from './errors.js';
 import type { ApiKeyStore } from './apiKeys.js';
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
  * `Authorization: Bearer <key>` (401 when missing, unknown or revoked), then `X-Shop-Id` (400
@@ -16,7 +15,7 @@ export function requireAuth(keys: ApiKeyStore): RequestHandler {
     const key = await keys.resolve(m[1]);
     if (!key) return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
     const shop = req.get('x-shop-id')?.trim() ?? '';
-    if (!UUID.test(shop)) {
+    if (!isUuid(shop)) {
       return next(new ApiError('invalid_shop', 'Send the shop as the X-Shop-Id header, a uuid.', { 'x-shop-id': shop ? 'Must be a uuid.' : 'Required.' }));
     }
     const shopId = shop.toLowerCase();

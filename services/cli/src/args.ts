@@ -1,5 +1,6 @@
-/** What every command accepts as an id of a shop, key or flow. */
-export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+import { isUuid } from '@shopstream/contracts';
+/** What every command accepts as an id of a shop, key or flow: a uuid as the record schemas check one. */
+export const UUID = { test: (s: string): boolean => isUuid(s) };
 
 /** Wrong arguments: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {}

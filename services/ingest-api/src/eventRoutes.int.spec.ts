@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
+import { parseBootstrapKeys } from '@shopstream/http';
 import { eventRecordSchema } from '@shopstream/contracts';
 import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 import type { Runtime } from '@shopstream/runtime';
@@ -79,6 +80,10 @@ describe('errors of the event endpoints', () => {
       return a.status === 401 ? a : undefined;
     }, { timeoutMs: 10_000, message: 'revoked key refused' });
     expectError(refused, 401, 'unauthorized', { authorization: 'Unknown or revoked key.' });
+    // Creating it again, as BOOTSTRAP_API_KEYS does at every start, does not bring it back.
+    await rt.apiKeys.create([shopId], 'to revoke', secret);
+    await new Promise((r) => setTimeout(r, 400)); // past the 200 ms key cache
+    expect((await post('/events/', event(), headers)).status).toBe(401);
   });
 
   it('400 invalid_shop when X-Shop-Id is missing or not a uuid', async () => {
@@ -86,6 +91,12 @@ describe('errors of the event endpoints', () => {
     const { 'x-shop-id': _s, ...noShop } = shop.headers;
     expectError(await post('/events/', event(), noShop), 400, 'invalid_shop', { 'x-shop-id': 'Required.' });
     expectError(await post('/events/bulk/', { events: [event()] }, { ...noShop, 'x-shop-id': 'shop-1' }), 400, 'invalid_shop', { 'x-shop-id': 'Must be a uuid.' });
+    // Hex in uuid form but no RFC 9562 variant: the records' schema would refuse it, so the door does too
+    // (it was accepted, 202, and every event dead-lettered).
+    const notRfc = '33333333-3333-3333-3333-333333333333';
+    const key = await rt.apiKeys.create([randomUUID()], 'not-rfc');
+    expectError(await post('/events/', event(), { ...noShop, authorization: `Bearer ${key.secret}`, 'x-shop-id': notRfc }), 400, 'invalid_shop', { 'x-shop-id': 'Must be a uuid.' });
+    expect(() => parseBootstrapKeys(`k=${notRfc}`)).toThrow(/not a uuid/);
   });
 
   it('403 forbidden for a key of shop A on shop B', async () => {
@@ -110,6 +121,14 @@ describe('errors of the event endpoints', () => {
     const { headers } = await createTestShop(rt);
     expectError(await post('/events/', '{"name": "x", "metric": ', headers, true), 400, 'invalid_json', {});
     expectError(await post('/events/bulk/', '{"events": [}', headers, true), 400, 'invalid_json', {});
+    // A body that cannot be read (claims gzip, is not): the client's fault, a 400, not a 500.
+    const notGzip = await post('/events/', JSON.stringify(event()), { ...headers, 'content-encoding': 'gzip' }, true);
+    expect(notGzip.status).toBe(400);
+    expect(notGzip.body.error.code).toBe('invalid_json');
+    // A contact email longer than an address can be (the index would refuse it): a 400 on that field.
+    expectError(await post('/events/', event({ contact: { email: `${'a'.repeat(6000)}@example.com` } }), headers), 400, 'validation_error', {
+      'contact.email': expect.any(String),
+    });
   });
 
   it('413 payload_too_large above 1 MiB (single) and 10 MiB (bulk); just under the bulk limit is taken', async () => {
