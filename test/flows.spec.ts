@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sql } from '@shopstream/db';
 import { flowTriggerRecordSchema, headers as H, schemas } from '@shopstream/contracts';
 import type { BusRecord } from '@shopstream/bus';
@@ -104,6 +104,48 @@ describe('flows over HTTP', () => {
     const empty = await call('PATCH', `/flows/${randomUUID()}/`, a, {});
     expect(empty.status).toBe(400);
     expect((await call('GET', '/flows/?limit=abc', a)).body.error.fields).toHaveProperty('limit');
+  });
+});
+
+describe('list cursors across query-api processes', () => {
+  it('a cursor from one query-api is accepted by another on the same database when CURSOR_SECRET is unset', async () => {
+    const rtA = await startTestRuntime({ CURSOR_SECRET: undefined }, 'query-api-a');
+    expect(rtA.env.CURSOR_SECRET).toBeUndefined();
+    const rtB = await startTestRuntime({ CURSOR_SECRET: undefined, DATABASE_URL: rtA.env.DATABASE_URL, TOPIC_PREFIX: rtA.env.TOPIC_PREFIX }, 'query-api-b');
+    expect([rtA.env.CURSOR_SECRET, rtB.env.CURSOR_SECRET]).toEqual([undefined, undefined]);
+    const qa = await startTestServer(rtA, [await startQueryApi(rtA)]);
+    // B serves a fresh copy of query-api and of the packages it uses (its routes, @shopstream/http, the server),
+    // as another replica or a restart would: nothing module-level, such as a per-process secret, is shared with A.
+    vi.resetModules();
+    const fresh = (await import('@shopstream/query-api')) as typeof import('@shopstream/query-api');
+    const freshServer = (await import('@shopstream/testkit/harness')) as typeof import('@shopstream/testkit/harness');
+    expect(fresh.startQueryApi).not.toBe(startQueryApi);
+    const qb = await freshServer.startTestServer(rtB, [await fresh.startQueryApi(rtB)]);
+    try {
+      const shop = await createTestShop(rtA);
+      const on = (server: TestServer, path: string) =>
+        fetch(path.startsWith('http') ? path : `${server.baseUrl}/v2026-04${path}`, { headers: shop.headers }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+      const ids: string[] = [];
+      for (const name of ['one', 'two', 'three']) {
+        const r = await fetch(`${qa.baseUrl}/v2026-04/flows/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name, trigger: { metric_name: 'placed_order' } }) });
+        expect(r.status).toBe(201);
+        ids.unshift(((await r.json()) as any).id);
+      }
+      const first = await on(qa, '/flows/?limit=1');
+      expect(first.body.results.map((f: any) => f.id)).toEqual([ids[0]]);
+      // The link A made, followed on B, and B's link followed back on A.
+      const onB = await on(qb, first.body.next.replace(qa.baseUrl, qb.baseUrl));
+      expect(onB.body.error).toBeUndefined();
+      expect(onB.status).toBe(200);
+      expect(onB.body.results.map((f: any) => f.id)).toEqual([ids[1]]);
+      const backOnA = await on(qa, onB.body.next.replace(qb.baseUrl, qa.baseUrl));
+      expect(backOnA.status).toBe(200);
+      expect(backOnA.body.results.map((f: any) => f.id)).toEqual([ids[2]]);
+      expect((await on(qa, onB.body.previous.replace(qb.baseUrl, qa.baseUrl))).body.results.map((f: any) => f.id)).toEqual([ids[0]]);
+    } finally {
+      await qb.stop();
+      await qa.stop();
+    }
   });
 });
 

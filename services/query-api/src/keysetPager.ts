@@ -1,8 +1,9 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import { sql, type SQLQuery } from '@shopstream/db';
-import { cursorSecretOr, keysetCursorCodec, keysetPage, type KeysetPage, type PageDirection } from '@shopstream/http';
+import { keysetCursorCodec, keysetPage, type KeysetPage, type PageDirection } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
+import { cursorSecret } from './cursorSecret.js';
 
 /** Keyset position of every listing here: the sort timestamp as Postgres text (keeps microseconds) and the row id. */
 export type Position = [string, string];
@@ -20,12 +21,20 @@ export function newestFirst(ts: SQLQuery, id: SQLQuery, q: PageQuery): { bound: 
   return { bound, order };
 }
 
-/** `keysetPage` over {@link Position}s with the runtime's cursor secret and public base URL; 100 rows unless asked. */
+const positionSchema = z.tuple([z.string(), z.string()]) as z.ZodType<Position>;
+
+/**
+ * `keysetPage` over {@link Position}s with query-api's cursor secret (the export's: CURSOR_SECRET or the one
+ * kept in the database, so a cursor works on every replica and after a restart) and the public base URL;
+ * 100 rows unless asked.
+ */
 export function keysetPager(rt: Runtime) {
-  const codec = keysetCursorCodec(cursorSecretOr(rt.env.CURSOR_SECRET), z.tuple([z.string(), z.string()]) as z.ZodType<Position>);
-  return <Row extends { position: Position }>(
+  return async <Row extends { position: Position }>(
     req: Request,
     q: { cursor?: string; limit?: number },
     o: { filters: Record<string, string>; query?: Record<string, string>; fetch(p: PageQuery): Promise<Row[]> },
-  ): Promise<KeysetPage<Row>> => keysetPage({ req, publicBaseUrl: rt.env.PUBLIC_BASE_URL, codec, cursor: q.cursor, limit: q.limit ?? 100, ...o });
+  ): Promise<KeysetPage<Row>> => {
+    const codec = keysetCursorCodec(await cursorSecret(rt), positionSchema);
+    return keysetPage({ req, publicBaseUrl: rt.env.PUBLIC_BASE_URL, codec, cursor: q.cursor, limit: q.limit ?? 100, ...o });
+  };
 }

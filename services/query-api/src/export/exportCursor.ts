@@ -1,7 +1,8 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { sql, type Db } from '@shopstream/db';
 import { cursorCodec, type CursorCodec } from '@shopstream/http';
+import type { Runtime } from '@shopstream/runtime';
+import { cursorSecret } from '../cursorSecret.js';
 
 const window = z.tuple([z.number().int(), z.number().int()]);
 
@@ -27,13 +28,7 @@ export function filterFingerprint(canonical: Record<string, unknown>): string {
   return createHash('sha256').update(JSON.stringify(sorted)).digest('base64url').slice(0, 22);
 }
 
-/**
- * The HMAC key: CURSOR_SECRET when set, else one made once and kept in the database, so every replica
- * (and every restart) signs and accepts the same cursors without configuration.
- */
-export async function exportCursorCodec(db: Db, configured: string | undefined): Promise<CursorCodec<ExportCursor>> {
-  if (configured) return cursorCodec(configured, exportCursorSchema);
-  await db.query(sql`INSERT INTO service_secrets (name, value) VALUES ('export_cursor', ${randomBytes(32).toString('base64url')}) ON CONFLICT (name) DO NOTHING`);
-  const rows = await db.query(sql`SELECT value FROM service_secrets WHERE name = 'export_cursor'`);
-  return cursorCodec(rows[0].value as string, exportCursorSchema);
+/** The export's cursor codec, keyed with query-api's one cursor secret (see {@link cursorSecret}). */
+export async function exportCursorCodec(rt: Runtime): Promise<CursorCodec<ExportCursor>> {
+  return cursorCodec(await cursorSecret(rt), exportCursorSchema);
 }

@@ -43,7 +43,7 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { rou
   const clock = opts.clock ?? Date.now;
   let codec: Promise<CursorCodec<ExportCursor>> | null = null;
   const cursors = () =>
-    (codec ??= exportCursorCodec(rt.db, rt.env.CURSOR_SECRET).catch((e) => {
+    (codec ??= exportCursorCodec(rt).catch((e) => {
       codec = null;
       throw e;
     }));
