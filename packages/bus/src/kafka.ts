@@ -64,7 +64,8 @@ function toHeaders(h: IHeaders | undefined): Record<string, string> {
 
 // kafkajs warns at every producer start when an idempotent producer's retries are bounded. They are bounded
 // on purpose: a send that cannot complete fails within publishTimeoutMs, so ingest answers 503 (nothing
-// reported accepted) instead of holding the request. Said once here rather than in every service's log.
+// reported accepted) instead of holding the request; and the producer is replaced after any failed send
+// (see replaceProducer), which is what the warning is about. Said once here rather than in every log.
 const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
 
 function kafkaLogger(logger: Logger) {
@@ -98,18 +99,32 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     adminConnected = null;
     throw e;
   }));
-  const producer: Producer = kafka.producer({
-    createPartitioner: memoizedKeyPartitioner,
-    idempotent: true,
-    maxInFlightRequests: 1,
-    allowAutoTopicCreation: false,
-    retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
-  });
+  const newProducer = (): Producer =>
+    kafka.producer({
+      createPartitioner: memoizedKeyPartitioner,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+      retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
+    });
+  let producer: Producer = newProducer();
   let producerConnected: Promise<void> | null = null;
   const connectProducer = () => (producerConnected ??= producer.connect().catch((e) => {
     producerConnected = null;
     throw e;
   }));
+  // After a failed or timed-out send the producer is replaced, never reused. kafkajs rolls a partition's
+  // sequence number back when a produce request fails, a client-side timeout included, although the broker
+  // may have appended that batch; the next batch would reuse the sequence, and if it had as many records for
+  // that partition the broker would take it for a duplicate: acknowledged, not written, its events lost.
+  // A new producer gets a new producer id, so nothing it sends can be deduplicated against the old one's
+  // batches (whose records were answered 503, and may still land: a retry then duplicates, never loses).
+  const replaceProducer = () => {
+    const old = producer;
+    producer = newProducer();
+    producerConnected = null;
+    void old.disconnect().catch(() => {});
+  };
 
   const withTimeout = <T>(p: Promise<T>, what: string): Promise<T> =>
     new Promise<T>((resolve, reject) => {
@@ -150,6 +165,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         end({ outcome: 'ok' });
       } catch (e) {
         end({ outcome: 'error' });
+        replaceProducer();
         throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
       }
     },

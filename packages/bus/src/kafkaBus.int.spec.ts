@@ -1,9 +1,10 @@
-import { afterAll } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { Kafka, logLevel } from 'kafkajs';
 import { createLogger } from '@shopstream/telemetry';
 import { testInfra, uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './conformance/busConformance.js';
 import { createKafkaBus } from './kafka.js';
+import { BusUnavailableError } from './port.js';
 
 const logger = createLogger('bus-conformance', process.env.TEST_LOG_LEVEL ?? 'silent');
 const prefix = uniquePrefix();
@@ -35,4 +36,25 @@ busConformance({
       await new Promise((r) => setTimeout(r, 100));
     }
   },
+});
+
+describe('Kafka adapter', () => {
+  it('keeps publishing after a failed send: the producer that failed is replaced, and every later record lands', async () => {
+    const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'replace-producer', replicationFactor: 1, logger, publishTimeoutMs: 2_000 });
+    try {
+      const topic = `${prefix}after-failure`;
+      await bus.ensureTopics([{ topic, partitions: 1 }]);
+      await bus.publish(topic, [{ key: 'k', value: 'before' }]);
+      // A topic that does not exist (and is not auto-created): the send fails.
+      await expect(bus.publish(`${prefix}missing-${Date.now()}`, [{ key: 'k', value: 'lost' }])).rejects.toBeInstanceOf(BusUnavailableError);
+      for (const value of ['after-1', 'after-2', 'after-3']) await bus.publish(topic, [{ key: 'k', value }]);
+      const admin = new Kafka({ clientId: 'replace-producer-admin', brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+      admins.push(admin);
+      await admin.connect();
+      const [p] = await admin.fetchTopicOffsets(topic);
+      expect(Number(p.high)).toBe(4);
+    } finally {
+      await bus.close();
+    }
+  }, 60_000);
 });
