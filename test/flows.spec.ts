@@ -105,6 +105,44 @@ describe('flows over HTTP', () => {
     expect(empty.status).toBe(400);
     expect((await call('GET', '/flows/?limit=abc', a)).body.error.fields).toHaveProperty('limit');
   });
+
+  it("refuses a list cursor on another flow's triggers, on another list and with another shop: 400 invalid_cursor", async () => {
+    // Paused, on a metric no event here has: the matcher of the tests below never sees these flows.
+    const probe = { name: 'cursor probe', status: 'paused', trigger: { metric_name: `cursor_probe_${randomUUID()}` } };
+    const g = (await call('POST', '/flows/', a, probe)).body.id as string;
+    const f = (await call('POST', '/flows/', a, probe)).body.id as string;
+    const trigger = (at: string) => sql`
+      INSERT INTO flow_triggers (shop_id, id, flow_id, metric_event_id, activity_id, contact_id, matched_at)
+      VALUES (${a.shopId}, ${randomUUID()}, ${g}, ${randomUUID()}, ${randomUUID()}, NULL, ${at}::timestamptz)`;
+    await rt.db.query(trigger('2026-04-01T10:00:00Z'));
+    await rt.db.query(trigger('2026-04-01T11:00:00Z'));
+    const invalid = (r: { status: number; body: any }) => {
+      expect(r.status).toBe(400);
+      expect(r.body.error.code).toBe('invalid_cursor');
+    };
+
+    const gFirst = await call('GET', `/flows/${g}/triggers/?limit=1`, a);
+    expect(gFirst.body.results).toHaveLength(1);
+    const gNext = new URL(gFirst.body.next);
+    // What the cursor pins stays inside it: the link repeats limit and adds the cursor, nothing else.
+    expect([...gNext.searchParams.keys()]).toEqual(['limit', 'cursor']);
+    const gPage2 = await call('GET', gNext.href, a);
+    expect(gPage2.status).toBe(200);
+    expect(gPage2.body.results.map((t: any) => t.flow_id)).toEqual([g]);
+    // g's cursor on f's triggers: same shop, same filters otherwise.
+    invalid(await call('GET', gNext.href.replace(`/flows/${g}/`, `/flows/${f}/`), a));
+    // A triggers cursor on the flows list (which has no filter when no status is given).
+    invalid(await call('GET', `/flows/?limit=1&cursor=${gNext.searchParams.get('cursor')}`, a));
+    invalid(await call('GET', `/activities/?scope=workspace&limit=1&cursor=${gNext.searchParams.get('cursor')}`, a));
+
+    // Shop a's flows cursor, with shop b's X-Shop-Id (b's own key).
+    const flowsFirst = await call('GET', '/flows/?limit=1', a);
+    expect((await call('GET', flowsFirst.body.next, a)).status).toBe(200);
+    invalid(await call('GET', flowsFirst.body.next, b));
+
+    await call('DELETE', `/flows/${g}/`, a);
+    await call('DELETE', `/flows/${f}/`, a);
+  });
 });
 
 describe('list cursors across query-api processes', () => {

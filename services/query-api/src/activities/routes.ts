@@ -22,7 +22,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
 
   router.get('/activities/', async (req, res) => {
     const q = validate(activityListQuerySchema, req.query, 'The query');
-    const activities = await page(req, q, { filters: { scope: q.scope }, fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p) });
+    const activities = await page(req, q, { list: 'activities', filters: { scope: q.scope }, fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p) });
     res.json({ ...activities, results: activities.results.map((r) => r.activity) });
   });
 
@@ -33,6 +33,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
       throw new ApiError('not_found', 'No such contact in this shop.');
     }
     const timeline = await page(req, q, {
+      list: 'timeline',
       filters: { contact_id: contactId },
       query: {},
       fetch: (p) => activityStore.timelinePage(rt.db, req.shopId, contactId, p),

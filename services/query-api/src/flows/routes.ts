@@ -40,7 +40,7 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
   router.get('/flows/', async (req, res) => {
     const q = validate(flowListQuerySchema, req.query, 'The query');
     const filters: Record<string, string> = q.status ? { status: q.status } : {};
-    const flows = await page(req, q, { filters, fetch: (p) => flowStore.page(rt.db, req.shopId, { ...p, status: q.status }) });
+    const flows = await page(req, q, { list: 'flows', filters, fetch: (p) => flowStore.page(rt.db, req.shopId, { ...p, status: q.status }) });
     res.json({ ...flows, results: flows.results.map(strip) });
   });
 
@@ -67,7 +67,7 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
     const id = flowId(req);
     const q = validate(pageQuerySchema, req.query, 'The query');
     if (!(await flowStore.get(rt.db, req.shopId, id))) throw notFound();
-    const triggers = await page(req, q, { filters: {}, fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p) });
+    const triggers = await page(req, q, { list: 'triggers', filters: { flow_id: id }, query: {}, fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p) });
     res.json({ ...triggers, results: triggers.results.map(strip) });
   });
 
