@@ -13,5 +13,7 @@ COPY test/package.json ./test/package.json
 RUN pnpm install --frozen-lockfile
 ENV NODE_ENV=production PORT=8080
 EXPOSE 8080
+# The embedded mode's default DATA_DIR, writable by the user the services run as.
+RUN mkdir -p /app/.data && chown node /app/.data
 USER node
 ENTRYPOINT ["node", "--import", "tsx", "services/all-in-one/src/main.ts"]

@@ -190,7 +190,12 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             topic: s.topic,
             numPartitions: s.partitions,
             replicationFactor: opts.replicationFactor,
-            configEntries: [{ name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) }],
+            configEntries: [
+              { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
+              // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
+              // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
+              { name: 'min.insync.replicas', value: String(Math.min(2, opts.replicationFactor)) },
+            ],
           })),
         });
       }

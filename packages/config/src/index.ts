@@ -43,7 +43,10 @@ export type Env = z.infer<typeof envSchema>;
 export class ConfigError extends Error {}
 
 export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
-  const parsed = envSchema.safeParse(env);
+  // A variable set to nothing (`KAFKA_BROKERS=` in a compose file or a shell) counts as unset, as the README
+  // says, instead of as an empty broker list or an invalid URL.
+  const given = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
+  const parsed = envSchema.safeParse(given);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);

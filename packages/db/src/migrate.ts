@@ -9,7 +9,12 @@ const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)),
 export async function migrate(db: Db, log: (msg: string) => void = () => {}): Promise<string[]> {
   const files = (await readdir(migrationsDir)).filter((f) => f.endsWith('.sql')).sort();
   const applied: string[] = [];
-  await db.query(sql`CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+  // Under the same lock as the migrations: two services starting at once on a new database would otherwise
+  // race on CREATE TABLE IF NOT EXISTS, and one fail on pg_type's unique index.
+  await db.tx(async (tx) => {
+    await tx.query(sql`SELECT pg_advisory_xact_lock(74201)`);
+    await tx.query(sql`CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+  });
   for (const file of files) {
     const text = await readFile(path.join(migrationsDir, file), 'utf8');
     const did = await db.tx(async (tx) => {

@@ -10,7 +10,7 @@ export { projectActivities, metricEventOf, METRIC_OUTBOX } from './projectActivi
  * `metrics` record per new Activity (at least once, same id).
  */
 export const startActivityProjector: ServiceFactory = async (rt) => {
-  const logger = rt.logger.child({ service: 'activity-projector' });
+  const logger = rt.logger.child({ component: 'activity-projector' });
   const projection = await runProjectionWithOutbox({
     bus: rt.bus,
     db: rt.db,

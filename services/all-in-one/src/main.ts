@@ -37,11 +37,21 @@ exitOnSignals(stop);
 const base = env.PUBLIC_BASE_URL ?? `http://localhost:${server.port}`;
 const lines = [
   '',
-  `Shopstream ${name} is up (${rt.mode} mode${rt.mode === 'embedded' ? `, data in ${env.DATA_DIR}` : ''}).`,
+  // Only one of the two variables set is a mixed mode: say what is where.
+  `Shopstream ${name} is up (${
+    rt.mode === 'distributed'
+      ? 'distributed mode'
+      : env.DATABASE_URL
+        ? 'the PostgreSQL server of DATABASE_URL, with the Postgres-log bus on it: KAFKA_BROKERS is not set'
+        : env.KAFKA_BROKERS
+          ? `PGlite in ${env.DATA_DIR}, with Kafka: DATABASE_URL is not set`
+          : `embedded mode, data in ${env.DATA_DIR}`
+  }).`,
   `  API:      ${base}/v2026-04/`,
   `  Docs:     ${base}/docs`,
 ];
-if (!service && rt.mode === 'embedded' && !env.BOOTSTRAP_API_KEYS) {
+// The demo key (its secret kept in the database so every start can print it) only in a local PGlite database.
+if (!service && !env.DATABASE_URL && !env.BOOTSTRAP_API_KEYS) {
   const demo = await ensureDemoKey(rt);
   lines.push(
     `  Shop id:  ${demo.shopId}`,

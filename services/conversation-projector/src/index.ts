@@ -11,7 +11,7 @@ export const startConversationProjector: ServiceFactory = async (rt) => {
   const projection = await runProjection({
     bus: rt.bus,
     db: rt.db,
-    logger: rt.logger.child({ service: 'conversation-projector' }),
+    logger: rt.logger.child({ component: 'conversation-projector' }),
     groupId,
     topic: rt.topics.conversations,
     schema: conversationRecordSchema,

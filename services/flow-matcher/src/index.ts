@@ -12,7 +12,7 @@ export { FlowIndex } from './flowIndex.js';
  * (flow, metric event). Flows come from an in-memory index reloaded every FLOW_REFRESH_MS.
  */
 export const startFlowMatcher: ServiceFactory = async (rt) => {
-  const logger = rt.logger.child({ service: 'flow-matcher' });
+  const logger = rt.logger.child({ component: 'flow-matcher' });
   const index = new FlowIndex(rt.db, logger);
   await index.refresh();
   index.start(rt.env.FLOW_REFRESH_MS);

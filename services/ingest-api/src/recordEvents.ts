@@ -90,7 +90,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
     if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
     throw new ApiError(
       'unavailable',
-      'The event log cannot take writes right now; nothing of this request was recorded. Retry after the Retry-After seconds.',
+      'The event log cannot take writes right now; no event of this request was accepted. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).',
       {},
       { 'Retry-After': String(RETRY_AFTER_SECONDS) },
     );
