@@ -95,4 +95,32 @@ describe('dead letters', () => {
     const m = metricsOnLog.map((r) => JSON.parse(r.value.toString()) as MetricEvent).find((x) => x.id === good.activity_id);
     expect(m?.metric_name).toBe('valid');
   });
+
+  it('a record the database refuses (it passes every check before) is dead-lettered alone; the rest of its batch is applied', async () => {
+    const other = randomUUID();
+    const before = await deadLetterCount(rt.topics.events);
+    // A constraint of this test's own database stands for any refusal no check before the insert foresaw.
+    await rt.db.query(sql`ALTER TABLE activities ADD CONSTRAINT dead_letters_spec_poison CHECK (name <> 'poison')`);
+    try {
+      const records = ['first', 'poison', 'third'].map((name) => ({ ...eventRecord(), shop_id: other, name }));
+      // One publish: one batch on one partition (the key is the shop).
+      await rt.bus.publish(
+        rt.topics.events,
+        records.map((r) => ({ key: other, value: JSON.stringify(r), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: other } })),
+      );
+      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE shop_id = ${other}`)).length === 2, { message: 'the two good records applied' });
+      const names = (await rt.db.query(sql`SELECT name FROM activities WHERE shop_id = ${other} ORDER BY name`)).map((r) => r.name);
+      expect(names).toEqual(['first', 'third']);
+      const dlqd = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => rs.some((r) => r.value.toString().includes(records[1].activity_id)));
+      const poison = dlqd.find((r: BusRecord) => r.value.toString().includes(records[1].activity_id))!;
+      expect(poison.headers[H.dlqReason]).toMatch(/^refused by the database: .*dead_letters_spec_poison/);
+      expect(await deadLetterCount(rt.topics.events)).toBe(before + 1);
+      // And the partition goes on: a later record is applied.
+      const later = { ...eventRecord(), shop_id: other, name: 'later' };
+      await rt.bus.publish(rt.topics.events, [{ key: other, value: JSON.stringify(later), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: other } }]);
+      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${later.activity_id}`)).length === 1, { message: 'a later record applied' });
+    } finally {
+      await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dead_letters_spec_poison`);
+    }
+  });
 });

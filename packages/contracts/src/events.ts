@@ -1,7 +1,10 @@
 import { z } from 'zod';
 
-/** RFC 3339 with an explicit offset (`Z` or `+hh:mm`). */
-export const rfc3339 = z.iso.datetime({ offset: true });
+/**
+ * RFC 3339 with an explicit offset (`Z` or `+hh:mm`). Year 0000 passes the format but Postgres refuses it
+ * ("date/time field value out of range"): an event carrying it would be accepted and then fail its insert.
+ */
+export const rfc3339 = z.iso.datetime({ offset: true }).refine((v) => !v.startsWith('0000-'), 'Year 0000 does not exist; the first year is 0001.');
 
 const MAX_PROPERTIES_BYTES = 64 * 1024;
 

@@ -6,4 +6,4 @@ export { listen, type RunningServer } from './server.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
 export { cursorCodec, baseUrlOf, pageLink, type CursorCodec } from './cursor.js';
-export { keysetPage, keysetCursorCodec, cursorSecretOr, type KeysetCursor, type KeysetPage, type KeysetPageOptions, type PageDirection } from './keysetPage.js';
+export { keysetPage, keysetCursorCodec, type KeysetCursor, type KeysetPage, type KeysetPageOptions, type PageDirection } from './keysetPage.js';

@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import type { Request } from 'express';
 import { z } from 'zod';
 import { ApiError } from './errors.js';
@@ -11,12 +10,6 @@ export interface KeysetCursor<P> {
   position: P;
   direction: PageDirection;
   filters: Record<string, string>;
-}
-
-let processSecret: string | null = null;
-/** CURSOR_SECRET, or one random secret per process (cursors then do not survive a restart or cross replicas). */
-export function cursorSecretOr(configured: string | undefined): string {
-  return configured ?? (processSecret ??= randomBytes(32).toString('base64url'));
 }
 
 /** A codec for keyset cursors whose position has the given schema (e.g. a [timestamp, id] tuple). */

@@ -52,3 +52,10 @@ describe('text Postgres cannot store', () => {
     expect(parsed('{"name": "Loved it \\ud83d\\ude00\\t", "metric": {"metric_name": "m"}}')).toMatchObject({ ok: true });
   });
 });
+
+describe('event_time', () => {
+  it('refuses year 0000, which passes the RFC 3339 form but no Postgres timestamp takes', () => {
+    expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0000-01-01T00:00:00Z' })).toEqual({ ok: false, fields: { event_time: expect.stringContaining('0000') } });
+    expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0001-01-01T00:00:00Z' })).toMatchObject({ ok: true });
+  });
+});
