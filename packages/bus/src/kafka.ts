@@ -172,6 +172,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   });
 
   const consumers = new Set<Consumer>();
+  // Consumers kafkajs gave up on (a crash it does not restart from): the process consumes nothing more on
+  // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
+  const crashed = new Map<Consumer, string>();
 
   return {
     kind: 'kafka',
@@ -220,6 +223,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async consume(o: ConsumeOptions): Promise<Subscription> {
       const consumer = kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100, retry: { retries: 10 } });
       consumers.add(consumer);
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (payload.restart) return;
+        crashed.set(consumer, `${o.groupId}: ${payload.error.message}`);
+        log.error({ err: payload.error, groupId: o.groupId }, 'Kafka consumer crashed and is not restarted: /readyz fails until this process restarts');
+      });
       let running = true;
       await consumer.connect();
       for (const topic of o.topics) await consumer.subscribe({ topic, fromBeginning: o.fromBeginning ?? true });
@@ -261,6 +269,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         async stop() {
           running = false;
           consumers.delete(consumer);
+          crashed.delete(consumer);
           await consumer.disconnect();
         },
       };
@@ -283,6 +292,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
 
     async ping() {
+      if (crashed.size > 0) return false;
       try {
         await withTimeout(connectAdmin().then(() => admin.describeCluster()), 'Kafka describeCluster');
         return true;

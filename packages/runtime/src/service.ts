@@ -55,20 +55,39 @@ export async function serve(rt: Runtime, services: StartedService[], opts: { por
   return { server, stop };
 }
 
-/** SIGTERM/SIGINT run stop once, then exit; a second signal exits at once. */
-export function exitOnSignals(stop: () => Promise<void>): void {
+/**
+ * Call first, before start-up: SIGTERM/SIGINT then run the stop given to `started` once, and exit (0, or 1
+ * when stopping failed). A signal during start-up is held until the service is up, then it stops at once,
+ * drained like any other stop (without this, a signal then took its default action, and as a container's
+ * PID 1 it was ignored until the SIGKILL). A second signal exits at once.
+ */
+export function exitOnSignals(): { started(stop: () => Promise<void>): void } {
+  let stop: (() => Promise<void>) | null = null;
+  let held: NodeJS.Signals | null = null;
   let signalled = false;
-  const onSignal = (sig: NodeJS.Signals) => {
-    if (signalled) process.exit(130);
-    signalled = true;
-    stop().then(
+  const run = (sig: NodeJS.Signals) =>
+    stop!().then(
       () => process.exit(0),
       (e) => {
         console.error(`stop after ${sig} failed`, e);
         process.exit(1);
       },
     );
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (signalled) process.exit(130);
+    signalled = true;
+    if (stop) void run(sig);
+    else {
+      held = sig;
+      console.error(`${sig} during start-up: stopping as soon as the service is up (again to exit at once)`);
+    }
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  return {
+    started(s) {
+      stop = s;
+      if (held) void run(held);
+    },
+  };
 }

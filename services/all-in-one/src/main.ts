@@ -16,6 +16,7 @@ if (service && !serviceFactories[service]) {
   console.error(`Unknown service "${service}". One of: ${serviceNames.join(', ')}`);
   process.exit(2);
 }
+const signals = exitOnSignals();
 const env = loadEnv();
 const name = service ?? 'all-in-one';
 const rt = await openRuntime(env, name);
@@ -32,7 +33,7 @@ try {
   process.exit(1);
 }
 const { server, stop } = await serve(rt, started, { port: env.PORT, host: env.HOST, name });
-exitOnSignals(stop);
+signals.started(stop);
 
 const base = env.PUBLIC_BASE_URL ?? `http://localhost:${server.port}`;
 const lines = [
