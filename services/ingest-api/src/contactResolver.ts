@@ -19,7 +19,8 @@ interface Pending {
 /**
  * Gathers the contact look-ups of concurrent requests into one resolveContacts call per shop, so under
  * load a few queries serve many requests instead of a few per request (as the Kafka adapter does for sends).
- * Each request gets its own answer or its own error: one shop's failure does not fail another's.
+ * Each request gets its own answer or its own error: one shop's failure does not fail another's, and a
+ * batch the database refuses is retried request by request, so one bad request does not fail the others.
  */
 export function createContactResolver(db: Queryable, opts: { lingerMs: number; maxQueries?: number }): ContactResolver {
   const batcher = createMicroBatcher<Pending>({
@@ -39,7 +40,21 @@ export function createContactResolver(db: Queryable, opts: { lingerMs: number; m
               at += p.queries.length;
             }
           } catch (e) {
-            for (const p of pending) p.error = e;
+            if (pending.length === 1) {
+              pending[0].error = e;
+              return;
+            }
+            // Perhaps one request's contacts are what the database refused: each request alone, so that one
+            // fails alone and its batch-mates get their answers (if the database is down, each fails fast).
+            await Promise.all(
+              pending.map(async (p) => {
+                try {
+                  p.result = await resolveContacts(db, shopId, p.queries);
+                } catch (e2) {
+                  p.error = e2;
+                }
+              }),
+            );
           }
         }),
       );

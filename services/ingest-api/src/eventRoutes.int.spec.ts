@@ -86,6 +86,20 @@ describe('errors of the event endpoints', () => {
     expect((await post('/events/', event(), headers)).status).toBe(401);
   });
 
+  it('a contact the database refuses fails its own request only, not the requests that shared its look-up', async () => {
+    const shop = await createTestShop(rt);
+    // A constraint of this test's database stands for any refusal validation did not foresee.
+    await rt.db.query(sql`ALTER TABLE contacts ADD CONSTRAINT event_routes_spec_poison CHECK (email IS NULL OR email <> 'poison@example.com')`);
+    try {
+      const emails = ['poison@example.com', ...Array.from({ length: 9 }, () => `${randomUUID()}@example.com`)];
+      // Concurrent: their look-ups are gathered into one resolution (INGEST_LINGER_MS).
+      const answers = await Promise.all(emails.map((email) => post('/events/', event({ contact: { email } }), shop.headers)));
+      expect(answers.map((a) => a.status)).toEqual([500, ...emails.slice(1).map(() => 202)]);
+    } finally {
+      await rt.db.query(sql`ALTER TABLE contacts DROP CONSTRAINT event_routes_spec_poison`);
+    }
+  });
+
   it('400 invalid_shop when X-Shop-Id is missing or not a uuid', async () => {
     const shop = await createTestShop(rt);
     const { 'x-shop-id': _s, ...noShop } = shop.headers;
