@@ -31,7 +31,11 @@ export function parseUtc(text: string): Micros | null {
   const m = TS.exec(text);
   if (!m) return null;
   const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number);
-  const ms = Date.UTC(y, mo - 1, d, h, mi, s);
+  // Not Date.UTC(y, ...): it reads years 0-99 as 1900-1999.
+  const date = new Date(0);
+  date.setUTCFullYear(y, mo - 1, d);
+  date.setUTCHours(h, mi, s, 0);
+  const ms = date.getTime();
   const back = new Date(ms);
   if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) return null;
   // Beyond six decimals is below Postgres's precision: dropped.

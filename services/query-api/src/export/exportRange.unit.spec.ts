@@ -63,6 +63,11 @@ describe('export ranges', () => {
     expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 2}d,relative:-${days + 1}d`), midnight))).toEqual({ x: expect.stringContaining('start is before') });
   });
 
+  it('reads years 0001-0099 as themselves (Date.UTC would read 0050 as 1950)', () => {
+    expect(formatMicros(at('0050-06-01T00:00:00Z'))).toBe('0050-06-01T00:00:00.000000Z');
+    expect(resolveRange('x', parseRange('x', '0050-06-01T00:00:00Z,0050-06-02T00:00:00Z'), now)).toEqual({ start: at('0050-06-01T00:00:00Z'), end: at('0050-06-02T00:00:00Z') });
+  });
+
   it('writes equal ranges the same way for the cursor fingerprint', () => {
     expect(canonicalRange(parseRange('r', '2026-04-01T00:00:00Z,'))).toBe(canonicalRange(parseRange('r', '2026-04-01T00:00:00.000+00:00, ')));
     expect(canonicalRange(parseRange('r', 'relative:-1w,'))).toBe(canonicalRange(parseRange('r', 'relative:-7d,')));
