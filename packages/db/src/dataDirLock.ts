@@ -1,4 +1,4 @@
-import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from 'node:fs';
+import { mkdirSync, openSync, readFileSync, realpathSync, rmSync, writeSync, closeSync } from 'node:fs';
 import path from 'node:path';
 
 export class DataDirLockedError extends Error {
@@ -20,6 +20,8 @@ const alive = (pid: number): boolean => {
   }
 };
 
+const heldHere = new Set<string>();
+
 /**
  * Takes DATA_DIR for this process: two PGlite instances on one directory would corrupt it. A lock left by
  * a process that died is taken over. Returns the release function.
@@ -27,12 +29,20 @@ const alive = (pid: number): boolean => {
 export function lockDataDir(dataDir: string): () => void {
   mkdirSync(dataDir, { recursive: true });
   const file = path.join(dataDir, 'shopstream.lock');
+  // The file holds a pid, and a file with this process's own pid is taken over (a container's process is
+  // always pid 1, so a lock left by the previous run looks like ours): what this process holds is kept here.
+  const key = realpathSync(dataDir);
+  if (heldHere.has(key)) throw new DataDirLockedError(dataDir, process.pid);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(file, 'wx');
       writeSync(fd, String(process.pid));
       closeSync(fd);
-      return () => rmSync(file, { force: true });
+      heldHere.add(key);
+      return () => {
+        heldHere.delete(key);
+        rmSync(file, { force: true });
+      };
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'EEXIST') throw e;
       const pid = Number(readFileSync(file, 'utf8').trim());
