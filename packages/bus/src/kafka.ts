@@ -174,7 +174,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   const consumers = new Set<Consumer>();
   // Consumers kafkajs gave up on (a crash it does not restart from): the process consumes nothing more on
   // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
-  const crashed = new Map<Consumer, string>();
+  const crashed = new Set<Consumer>();
 
   return {
     kind: 'kafka',
@@ -225,7 +225,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       consumers.add(consumer);
       consumer.on(consumer.events.CRASH, ({ payload }) => {
         if (payload.restart) return;
-        crashed.set(consumer, `${o.groupId}: ${payload.error.message}`);
+        crashed.add(consumer);
         log.error({ err: payload.error, groupId: o.groupId }, 'Kafka consumer crashed and is not restarted: /readyz fails until this process restarts');
       });
       let running = true;

@@ -1,6 +1,3 @@
-import { isUuid } from '@shopstream/contracts';
-/** What every command accepts as an id of a shop, key or flow: a uuid as the record schemas check one. */
-export const UUID = { test: (s: string): boolean => isUuid(s) };
 
 /** Wrong arguments: printed with the command's usage, exit code 2. */
 export class UsageError extends Error {}

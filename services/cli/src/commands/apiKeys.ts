@@ -1,6 +1,7 @@
 import { parseArgs } from 'node:util';
+import { isUuid } from '@shopstream/contracts';
 import { ApiKeyStore, type ApiKeyInfo } from '@shopstream/http';
-import { table, UsageError, UUID, withUsage } from '../args.js';
+import { table, UsageError, withUsage } from '../args.js';
 import { withDb } from '../context.js';
 
 export const usage = `Usage:
@@ -40,7 +41,7 @@ export async function run(args: string[]): Promise<number> {
         const { positionals } = parseArgs({ args: rest, options: {}, allowPositionals: true });
         if (positionals.length !== 1) throw new UsageError('Give exactly one key id: pnpm cli api-keys revoke <id>');
         const id = positionals[0];
-        if (!UUID.test(id)) throw new UsageError(`"${id}" is not a key id (a uuid, as \`pnpm cli api-keys list\` shows).`);
+        if (!isUuid(id)) throw new UsageError(`"${id}" is not a key id (a uuid, as \`pnpm cli api-keys list\` shows).`);
         return await withKeys(async (keys) => {
           if (!(await keys.revoke(id.toLowerCase()))) {
             console.error(`No active API key with id ${id} (unknown or already revoked).`);
@@ -64,7 +65,7 @@ function parseCreate(args: string[]): { shops: string[]; name: string } {
   });
   const shops = [...new Set((values.shop ?? []).map((s) => s.trim().toLowerCase()))];
   if (shops.length === 0) throw new UsageError('Give at least one --shop <uuid>.');
-  const bad = shops.filter((s) => !UUID.test(s));
+  const bad = shops.filter((s) => !isUuid(s));
   if (bad.length > 0) throw new UsageError(`Not a shop id (a uuid): ${bad.map((s) => `"${s}"`).join(', ')}.`);
   return { shops, name: (values.name ?? '').trim() };
 }

@@ -1,8 +1,8 @@
 import { parseArgs } from 'node:util';
-import { fieldErrors, flowCreateSchema, type Flow, type FlowCreate } from '@shopstream/contracts';
+import { fieldErrors, flowCreateSchema, isUuid, type Flow, type FlowCreate } from '@shopstream/contracts';
 import type { Db } from '@shopstream/db';
 import { flowStore } from '@shopstream/query-api';
-import { table, UsageError, UUID, withUsage } from '../args.js';
+import { table, UsageError, withUsage } from '../args.js';
 import { withDb } from '../context.js';
 
 export const usage = `Usage:
@@ -24,7 +24,7 @@ embedded database in DATA_DIR. The same operations exist over HTTP under /v2026-
 
 function shopOf(v: string | undefined): string {
   const shop = (v ?? '').trim().toLowerCase();
-  if (!UUID.test(shop)) throw new UsageError(shop ? `"${shop}" is not a shop id (a uuid).` : 'Give --shop <uuid>.');
+  if (!isUuid(shop)) throw new UsageError(shop ? `"${shop}" is not a shop id (a uuid).` : 'Give --shop <uuid>.');
   return shop;
 }
 
@@ -73,7 +73,7 @@ function parseCreate(args: string[]): { shop: string; flow: FlowCreate } {
 
 function parseTarget(args: string[]): { id: string; shop: string } {
   const { values, positionals } = parseArgs({ args, options: { shop: { type: 'string' } }, allowPositionals: true });
-  if (positionals.length !== 1 || !UUID.test(positionals[0])) throw new UsageError('Give exactly one flow id (a uuid, as `flows list` shows).');
+  if (positionals.length !== 1 || !isUuid(positionals[0])) throw new UsageError('Give exactly one flow id (a uuid, as `flows list` shows).');
   return { id: positionals[0].toLowerCase(), shop: shopOf(values.shop) };
 }
 

@@ -3,10 +3,10 @@ import {
   conversationResolutions,
   conversationStatuses,
   conversationTypes,
+  isUuid,
   type ConversationRecord,
   type ConversationData,
 } from '@shopstream/contracts';
-import { UUID } from '../args.js';
 import { withRuntime } from '../context.js';
 import { batchPublisher, conversationMessage } from './conversations.js';
 
@@ -120,7 +120,7 @@ function parseArgs(args: string[]): { shop: string; count: number; messages: num
   }
   const unknown = Object.keys(opts).find((k) => !['shop', 'count', 'messages', 'months'].includes(k));
   if (unknown) return `Unknown option --${unknown}.`;
-  if (!opts.shop || !UUID.test(opts.shop)) return '--shop must be a uuid.';
+  if (!opts.shop || !isUuid(opts.shop)) return '--shop must be a uuid.';
   const int = (s: string | undefined, def: number | undefined, min: number) => {
     if (s === undefined) return def;
     return /^\d+$/.test(s) && Number(s) >= min ? Number(s) : undefined;
