@@ -291,6 +291,24 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       return out;
     },
 
+    async offsets(topic) {
+      await connectAdmin();
+      const rows = await admin.fetchTopicOffsets(topic);
+      return rows.map((r) => ({ partition: r.partition, low: r.low, high: r.high })).sort((a, b) => a.partition - b.partition);
+    },
+
+    async deleteGroup(groupId) {
+      await connectAdmin();
+      try {
+        await admin.deleteGroups([groupId]);
+      } catch (e) {
+        // GROUP_ID_NOT_FOUND: nothing to forget.
+        const codes = ((e as { groups?: { errorCode?: number; error?: { type?: string } }[] }).groups ?? []).map((g) => g.error?.type);
+        if (codes.length > 0 && codes.every((c) => c === 'GROUP_ID_NOT_FOUND')) return;
+        throw e;
+      }
+    },
+
     async ping() {
       if (crashed.size > 0) return false;
       try {

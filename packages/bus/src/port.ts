@@ -53,6 +53,15 @@ export interface TopicSpec {
   partitions: number;
 }
 
+/** Where one partition's log starts and ends. */
+export interface PartitionOffsets {
+  partition: number;
+  /** The first offset still in the log (above 0 once records were deleted, by retention or by hand). */
+  low: string;
+  /** The offset the next record will take: the log end. */
+  high: string;
+}
+
 /** What an adapter can do, so the conformance suite runs only the cases that apply. */
 export interface BusFeatures {
   /** Members of one group split the partitions between them. */
@@ -72,6 +81,10 @@ export interface Bus {
   consume(opts: ConsumeOptions): Promise<Subscription>;
   /** Per partition of the group's topics: the log end and the committed position. */
   lag(groupId: string, topics: string[]): Promise<{ topic: string; partition: number; lag: number }[]>;
+  /** Per partition of the topic, in partition order: the first offset still held and the log end. */
+  offsets(topic: string): Promise<PartitionOffsets[]>;
+  /** Forgets a consumer group's committed positions (a finished rebuild's group). No error when it does not exist. */
+  deleteGroup(groupId: string): Promise<void>;
   /** True when the log answers now. */
   ping(): Promise<boolean>;
   close(): Promise<void>;

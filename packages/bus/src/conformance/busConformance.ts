@@ -246,6 +246,25 @@ export function busConformance(h: BusConformanceHarness): void {
       expect(a.handled.map(view)).toEqual(expectedLog(t, first));
     });
 
+    it('reports where each partition starts and ends, and forgets a deleted group', async () => {
+      const b = await bus();
+      const t = await topic(b, 'offsets');
+      expect(await b.offsets(t)).toEqual([0, 1, 2].map((partition) => ({ partition, low: '0', high: '0' })));
+      const published = keysCoveringPartitions(2).map((key, i) => ({ key, value: `v${i}` }));
+      await b.publish(t, published);
+      expect(await b.offsets(t)).toEqual([0, 1, 2].map((partition) => ({ partition, low: '0', high: '2' })));
+      const g = groupId('forget');
+      const c = await collect(b, g, [t]);
+      await waitFor(async () => (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'lag 0');
+      await stop(c.sub);
+      await b.deleteGroup(g);
+      // Forgotten: its lag is the whole log again, and a new member starts from the beginning.
+      expect(await lagOf(b, g, t)).toEqual([0, 1, 2].map((partition) => ({ topic: t, partition, lag: 2 })));
+      const again = await collect(b, g, [t]);
+      await waitFor(() => again.handled.length >= 6, timeoutMs, 'six records again');
+      await b.deleteGroup(groupId('never-existed'));
+    });
+
     it('gives every record to each of two groups', async () => {
       const b = await bus();
       const t = await topic(b, 'two-groups');

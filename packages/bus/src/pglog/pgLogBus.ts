@@ -162,6 +162,19 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       return rows.map((r) => ({ topic: r.topic as string, partition: Number(r.partition), lag: Math.max(0, Number(r.lag)) }));
     },
 
+    async offsets(topic) {
+      const rows = await db.query(sql`
+        SELECT p.partition, p.next_offset AS high,
+               COALESCE((SELECT min(r."offset") FROM bus_records r WHERE r.topic = p.topic AND r.partition = p.partition), p.next_offset) AS low
+        FROM bus_partitions p WHERE p.topic = ${topic} ORDER BY p.partition`);
+      if (rows.length === 0) throw new UnknownTopicError([topic]);
+      return rows.map((r) => ({ partition: Number(r.partition), low: String(r.low), high: String(r.high) }));
+    },
+
+    async deleteGroup(groupId) {
+      await db.query(sql`DELETE FROM bus_group_offsets WHERE group_id = ${groupId}`);
+    },
+
     async ping() {
       try {
         await db.query(sql`SELECT 1`);
