@@ -104,14 +104,14 @@ describe('activity projector killed mid-stream', () => {
     let leftBehind = '';
     try {
       await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) === ids.length, { timeoutMs: 150_000, intervalMs: 250, message: 'every activity after the restart' });
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM metric_outbox`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
       // A crash between a commit and its publish leaves the outbox row behind: put one back, as such a crash
       // would, for an activity whose metric event is on the log. The running process publishes it again on
       // its timer, without new traffic: the same metric event twice, same id.
       leftBehind = ids[0];
       const copy = distinct(await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === leftBehind), 60_000)).find((r) => json(r).id === leftBehind)!;
-      await rt.db.query(sql`INSERT INTO metric_outbox (shop_id, key, value, headers) VALUES (${copy.key}, ${copy.key}, ${copy.value.toString('utf8')}, ${JSON.stringify(copy.headers)}::jsonb)`);
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM metric_outbox`)) === 0, { timeoutMs: 30_000, message: 'the left-behind row published' });
+      await rt.db.query(sql`INSERT INTO outbox (topic, key, value, headers) VALUES (${rt.topics.metrics}, ${copy.key}, ${copy.value.toString('utf8')}, ${JSON.stringify(copy.headers)}::jsonb)`);
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, { timeoutMs: 30_000, message: 'the left-behind row published' });
     } finally {
       two.child.kill('SIGTERM');
       expect(await two.exited).toBe(0);
@@ -208,7 +208,7 @@ describe('flow matcher killed mid-stream', () => {
     const two = startService(rt, 'services/flow-matcher/src/main.ts');
     try {
       await waitFor(async () => (await count(rt, triggers)) === expected.size, { timeoutMs: 150_000, intervalMs: 250, message: 'every trigger after the restart' });
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM flow_trigger_outbox WHERE shop_id = ${shop}`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.flowTriggers} AND key = ${shop}`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
     } finally {
       two.child.kill('SIGTERM');
       expect(await two.exited).toBe(0);

@@ -41,7 +41,8 @@ const eventRecord = (): EventRecord => {
     name: 'After the bad one',
     description: null,
     event_time: '2026-03-01T00:00:00Z',
-    received_at: '2026-03-01T00:00:00Z',
+    // Now, not in the past: a flow matches the metric events recorded from its creation on.
+    received_at: new Date().toISOString(),
     remote_id: null,
     remote_platform: null,
     metric: { metric_name: 'valid', value: 1, additional_properties: {}, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },

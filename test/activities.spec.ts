@@ -191,7 +191,7 @@ describe('activities and timelines', () => {
     });
     const stored = await get(`/activities/${e.body.activity_id}/`);
     expect(new Date(value.recorded_at).toISOString()).toBe(stored.body.recorded_at);
-    const left = await rt.db.query(sql`SELECT count(*)::int AS n FROM metric_outbox WHERE shop_id = ${shop.shopId}`);
+    const left = await rt.db.query(sql`SELECT count(*)::int AS n FROM outbox WHERE topic = ${rt.topics.metrics} AND key = ${shop.shopId}`);
     expect(left[0].n).toBe(0);
   });
 });

@@ -2,6 +2,21 @@ export * from './port.js';
 export { createKafkaBus, type KafkaBusOptions } from './kafka.js';
 export { createPgLogBus, type PgLogBusOptions, UnknownTopicError } from './pglog/index.js';
 export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
-export { runProjection, type Projection, type ProjectionOptions, type ValidRecord } from './projection.js';
+export {
+  defineProjection,
+  runLiveProjection,
+  applyBatch,
+  sendToDeadLetters,
+  liveGroupId,
+  type Projection,
+  type ProjectionDefinition,
+  type ProjectionLogic,
+  type ProjectionDeps,
+  type LiveProjectionOptions,
+  type ApplyMode,
+  type Rejected,
+  type ValidRecord,
+} from './projection.js';
+export { rebuildProjection, projectionStatus, RebuildRefusedError, type RebuildOptions, type RebuildProgress, type ProjectionStatus } from './rebuild.js';
 export { topicNames, type TopicNames } from './topicNames.js';
-export { enqueueOutbox, drainOutbox, startOutboxDrainer, runProjectionWithOutbox, type OutboxRow, type DrainOutboxOptions, type OutboxDrainer } from './outbox.js';
+export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';

@@ -2,7 +2,9 @@ import type { z } from 'zod';
 import { sql, type Db, type Queryable } from '@shopstream/db';
 import { dlq, headers as H, unstorableText } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
-import type { Batch, Bus, BusRecord, Subscription } from './port.js';
+import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
+import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
+import type { TopicNames } from './topicNames.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -14,25 +16,48 @@ export interface ValidRecord<T> {
   value: T;
 }
 
-export interface ProjectionOptions<T> {
-  bus: Bus;
+/** What a projection's logic is opened with, in the live service and in a rebuild alike. */
+export interface ProjectionDeps {
   db: Db;
   logger: Logger;
-  groupId: string;
-  topic: string;
-  schema: z.ZodType<T>;
-  /** Applies the batch's valid, not yet applied records inside one transaction. */
-  apply(tx: Queryable, records: ValidRecord<T>[], batch: Batch): Promise<void>;
-  /** Runs after the transaction committed and before the position is committed (e.g. drain an outbox). */
-  afterCommit?(): Promise<void>;
-  /** How often consumer lag is read into the shopstream_consumer_lag gauge. 0 turns it off. */
-  lagIntervalMs?: number;
+  topics: TopicNames;
 }
 
-export interface Projection extends Subscription {
-  /** Records applied since start: for readiness and tests. */
-  readonly applied: number;
+/** A projection's logic, opened once per process (it may hold state, such as the flow matcher's index). */
+export interface ProjectionLogic<T> {
+  /**
+   * Applies records not applied yet, in the runner's transaction, and returns what they emit. Every value it
+   * writes comes from the records (never the clock), so a rebuild writes the same rows. In a rebuild the
+   * unqualified table names resolve to the new generation's tables, and what it emits is dropped.
+   */
+  apply(tx: Queryable, records: ValidRecord<T>[]): Promise<EmittedRecord[]>;
+  /** Runs before a batch's transaction: e.g. bring in-memory state up to the records' time. */
+  prepare?(records: ValidRecord<T>[]): Promise<void>;
+  readiness?: Record<string, () => Promise<boolean>>;
+  close?(): Promise<void>;
 }
+
+/**
+ * A projection declared once (as Emmett's projections are): its name (also its consumer group's, after
+ * CONSUMER_GROUP_PREFIX), the topic it reads and the schema of its records, the tables it owns (rebuilt
+ * together), the topics it emits to, and its logic. The runner composes the stages: decode and dead-letter,
+ * idempotent apply with its checkpoint, emit through the outbox.
+ */
+export interface ProjectionDefinition<T> {
+  name: string;
+  /** Bumped when the rows it writes change for the same records: a rebuild then brings old rows in line. */
+  version: number;
+  summary: string;
+  source(topics: TopicNames): string;
+  /** Topics it emits to, each with its unprefixed name (see RelayOptions.legacyName). */
+  emits(topics: TopicNames): { topic: string; name: string }[];
+  schema: z.ZodType<T>;
+  /** Its tables in the public schema, in the order its apply writes them. */
+  tables: readonly string[];
+  open(deps: ProjectionDeps): Promise<ProjectionLogic<T>>;
+}
+
+export const defineProjection = <T>(d: ProjectionDefinition<T>): ProjectionDefinition<T> => d;
 
 /**
  * A Postgres error that retrying the same record cannot fix: data exceptions (class 22: out-of-range values,
@@ -63,109 +88,194 @@ function parseRecord<T>(schema: z.ZodType<T>, r: BusRecord): { ok: true; value: 
   return { ok: true, value: parsed.data };
 }
 
+export interface Rejected {
+  record: BusRecord;
+  reason: string;
+}
+
+/** How the runner treats a batch: the live projection and a rebuild differ only in these. */
+export interface ApplyMode {
+  /** The key of this run's checkpoint rows in projection_offsets. */
+  checkpointGroup: string;
+  /** Set in a rebuild: the schema whose tables the unqualified names resolve to. */
+  searchPath?: string;
+  /** Whether emitted records go to the outbox (live) or are dropped (a rebuild: they were emitted already). */
+  emit: boolean;
+  /** What becomes of records that cannot be applied: live sends them to the dead-letter topic. */
+  reject(rejected: Rejected[]): Promise<void>;
+}
+
 /**
- * Runs a projection: records that fail the schema, or that the database refuses for their data, go to
- * `<topic>.dlq` with the reason in a header and never block the partition; the rest are applied in one Postgres transaction per batch that also moves
- * the projection's own position in `projection_offsets` (compare-and-set), so a record delivered twice is
- * applied once. The log's group position is committed after that transaction.
+ * Applies one batch of one partition: valid records not applied yet, in one transaction that also moves the
+ * checkpoint (compare-and-set), so a record delivered twice is applied once. Records that fail the schema,
+ * or that the database refuses for their data, are rejected and never block the partition. Returns how many
+ * records were applied and how many were skipped as already applied.
  */
-export async function runProjection<T>(o: ProjectionOptions<T>): Promise<Projection> {
-  const log = o.logger.child({ group: o.groupId, topic: o.topic });
+export async function applyBatch<T>(
+  def: ProjectionDefinition<T>,
+  logic: ProjectionLogic<T>,
+  db: Db,
+  mode: ApplyMode,
+  batch: Batch,
+  log: Logger,
+): Promise<{ applied: number; duplicates: number; rejected: number }> {
+  const valid: ValidRecord<T>[] = [];
+  const bad: Rejected[] = [];
+  for (const record of batch.records) {
+    const p = parseRecord(def.schema, record);
+    if (p.ok) valid.push({ record, value: p.value });
+    else bad.push({ record, reason: p.reason });
+  }
+  await mode.reject(bad);
+  if (logic.prepare && valid.length > 0) await logic.prepare(valid);
+
+  /** Applies the records not applied yet and moves the checkpoint to next, in one transaction. */
+  const commit = (records: ValidRecord<T>[], next: bigint) =>
+    db.tx(async (tx) => {
+      if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
+      const rows = await tx.query(
+        sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${mode.checkpointGroup} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
+      );
+      const from = rows.length > 0 ? BigInt(rows[0].next_offset) : -1n;
+      const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
+      if (fresh.length > 0) {
+        const emitted = await logic.apply(tx, fresh);
+        if (mode.emit) await appendToOutbox(tx, emitted);
+      }
+      await tx.query(sql`
+        INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
+        VALUES (${mode.checkpointGroup}, ${batch.topic}, ${batch.partition}, ${next.toString()}, now())
+        ON CONFLICT (group_id, topic, partition)
+        DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()`);
+      return fresh.length;
+    });
+
+  const lastOffset = BigInt(batch.records[batch.records.length - 1].offset);
+  let applied = 0;
+  let refused = 0;
+  try {
+    applied = await commit(valid, lastOffset + 1n);
+  } catch (e) {
+    if (!isDataError(e)) throw e;
+    // The database refuses something in this batch that no retry will change (bad data, a violated
+    // constraint). One record must not block the partition: apply them one by one, and reject each one it
+    // refuses, moving the position past it. Other errors (connection, timeout) redeliver the batch.
+    log.warn({ err: e, partition: batch.partition }, 'the database refused a batch: applying its records one by one');
+    for (const v of valid) {
+      const next = BigInt(v.record.offset) + 1n;
+      try {
+        applied += await commit([v], next);
+      } catch (e2) {
+        if (!isDataError(e2)) throw e2;
+        await mode.reject([{ record: v.record, reason: `refused by the database: ${(e2 as Error).message}` }]);
+        await commit([], next);
+        refused++;
+      }
+    }
+    await commit([], lastOffset + 1n);
+  }
+  return { applied, duplicates: valid.length - applied - refused, rejected: bad.length + refused };
+}
+
+/** Sends records to `<topic>.dlq` with the reason and their origin in headers. */
+export async function sendToDeadLetters(bus: Bus, topic: string, rejected: Rejected[]): Promise<void> {
+  if (rejected.length === 0) return;
+  await bus.publish(
+    dlq(topic),
+    rejected.map(({ record, reason }) => ({
+      key: record.key ?? '',
+      value: record.value,
+      headers: {
+        ...record.headers,
+        // The reason may quote the record (a JSON.parse message does): made storable for any header store.
+        [H.dlqReason]: reason.slice(0, 1000).replace(/\u0000/g, '\\u0000').toWellFormed(),
+        [H.dlqSourceTopic]: record.topic,
+        [H.dlqSourcePartition]: String(record.partition),
+        [H.dlqSourceOffset]: record.offset,
+      },
+    })),
+  );
+}
+
+export interface LiveProjectionOptions {
+  bus: Bus;
+  db: Db;
+  logger: Logger;
+  topics: TopicNames;
+  /** CONSUMER_GROUP_PREFIX: the group id is the prefix and the projection's name. */
+  groupPrefix: string;
+  /** How often consumer lag is read into the shopstream_consumer_lag gauge. 0 turns it off. */
+  lagIntervalMs?: number;
+  /** How often the outbox relay runs without being kicked (records a crash left behind). */
+  relayIntervalMs?: number;
+}
+
+export interface Projection {
+  /** Records applied since start: for readiness and tests. */
+  readonly applied: number;
+  readonly readiness: Record<string, () => Promise<boolean>>;
+  /** Finishes the batch in hand, relays what it emitted, leaves the group. */
+  stop(): Promise<void>;
+}
+
+/** The consumer group (and checkpoint key) of a projection's live run. */
+export const liveGroupId = (groupPrefix: string, def: Pick<ProjectionDefinition<unknown>, 'name'>): string => `${groupPrefix}${def.name}`;
+
+/**
+ * Runs a projection live: records that fail the schema, or that the database refuses for their data, go to
+ * `<topic>.dlq` with the reason in a header; the rest are applied in one transaction per batch with the
+ * projection's checkpoint; what they emit is appended to the outbox in that transaction and relayed to its
+ * topic after the commit (each commit kicks the relay; a timer covers records a crash left behind; stop
+ * relays once more). The log's group position is committed after the transaction.
+ */
+export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: LiveProjectionOptions): Promise<Projection> {
+  const groupId = liveGroupId(o.groupPrefix, def);
+  const topic = def.source(o.topics);
+  const log = o.logger.child({ group: groupId, topic });
+  const logic = await def.open({ db: o.db, logger: log, topics: o.topics });
+  const relays: OutboxRelay[] = def
+    .emits(o.topics)
+    .map((e) => startOutboxRelay({ db: o.db, bus: o.bus, logger: log, topic: e.topic, legacyName: e.name, intervalMs: o.relayIntervalMs ?? 1_000 }));
+  const relayAll = (what: string) =>
+    Promise.all(relays.map((r) => r.relay().catch((e) => log.warn({ err: e }, `${what} outbox relay failed; the timer retries`))));
+  await relayAll('initial');
+
+  const mode: ApplyMode = {
+    checkpointGroup: groupId,
+    emit: true,
+    async reject(rejected) {
+      if (rejected.length === 0) return;
+      await sendToDeadLetters(o.bus, topic, rejected);
+      deadLetters.inc({ group: groupId, topic }, rejected.length);
+      for (const d of rejected) log.warn({ partition: d.record.partition, offset: d.record.offset, reason: d.reason }, 'record sent to dead-letter topic');
+    },
+  };
   let applied = 0;
   const sub = await o.bus.consume({
-    groupId: o.groupId,
-    topics: [o.topic],
+    groupId,
+    topics: [topic],
     fromBeginning: true,
     handleBatch: async (batch) => {
-      const end = batchSeconds.startTimer({ group: o.groupId, topic: o.topic });
-      const valid: ValidRecord<T>[] = [];
-      const dead: { record: BusRecord; reason: string }[] = [];
-      for (const record of batch.records) {
-        const p = parseRecord(o.schema, record);
-        if (p.ok) valid.push({ record, value: p.value });
-        else dead.push({ record, reason: p.reason });
-      }
-      await deadLetter(dead);
-
-      /** Applies the records not applied yet and moves the projection's position to next, in one transaction. */
-      const commit = (records: ValidRecord<T>[], next: bigint) =>
-        o.db.tx(async (tx) => {
-          const rows = await tx.query(
-            sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${o.groupId} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
-          );
-          const from = rows.length > 0 ? BigInt(rows[0].next_offset) : -1n;
-          const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
-          if (fresh.length > 0) await o.apply(tx, fresh, batch);
-          await tx.query(sql`
-            INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
-            VALUES (${o.groupId}, ${batch.topic}, ${batch.partition}, ${next.toString()}, now())
-            ON CONFLICT (group_id, topic, partition)
-            DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()`);
-          return fresh.length;
-        });
-
-      const lastOffset = BigInt(batch.records[batch.records.length - 1].offset);
-      let appliedNow = 0;
-      let refused = 0;
-      try {
-        appliedNow = await commit(valid, lastOffset + 1n);
-      } catch (e) {
-        if (!isDataError(e)) throw e;
-        // The database refuses something in this batch that no retry will change (bad data, a violated
-        // constraint). One record must not block the partition: apply them one by one, and dead-letter each
-        // one it refuses, moving the position past it. Other errors (connection, timeout) redeliver the batch.
-        log.warn({ err: e, partition: batch.partition }, 'the database refused a batch: applying its records one by one');
-        for (const v of valid) {
-          const next = BigInt(v.record.offset) + 1n;
-          try {
-            appliedNow += await commit([v], next);
-          } catch (e2) {
-            if (!isDataError(e2)) throw e2;
-            await deadLetter([{ record: v.record, reason: `refused by the database: ${(e2 as Error).message}` }]);
-            await commit([], next);
-            refused++;
-          }
-        }
-        await commit([], lastOffset + 1n);
-      }
-      if (o.afterCommit) await o.afterCommit();
-      applied += appliedNow;
-      handled.inc({ group: o.groupId, topic: o.topic, outcome: 'applied' }, appliedNow);
-      handled.inc({ group: o.groupId, topic: o.topic, outcome: 'skipped_duplicate' }, valid.length - appliedNow - refused);
+      const end = batchSeconds.startTimer({ group: groupId, topic });
+      const r = await applyBatch(def, logic, o.db, mode, batch, log);
+      // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
+      // committed in the outbox, so nothing waits on the relay to be safe.
+      if (relays.length > 0) void relayAll('kicked');
+      applied += r.applied;
+      handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
+      handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);
+      handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
       end();
     },
   });
-
-  /** Sends records to `<topic>.dlq` with the reason and their origin in headers, counted and logged. */
-  async function deadLetter(dead: { record: BusRecord; reason: string }[]): Promise<void> {
-    if (dead.length === 0) return;
-    await o.bus.publish(
-      dlq(o.topic),
-      dead.map(({ record, reason }) => ({
-        key: record.key ?? '',
-        value: record.value,
-        headers: {
-          ...record.headers,
-          // The reason may quote the record (a JSON.parse message does): made storable for any header store.
-          [H.dlqReason]: reason.slice(0, 1000).replace(/\u0000/g, '\\u0000').toWellFormed(),
-          [H.dlqSourceTopic]: record.topic,
-          [H.dlqSourcePartition]: String(record.partition),
-          [H.dlqSourceOffset]: record.offset,
-        },
-      })),
-    );
-    deadLetters.inc({ group: o.groupId, topic: o.topic }, dead.length);
-    handled.inc({ group: o.groupId, topic: o.topic, outcome: 'dead_letter' }, dead.length);
-    for (const d of dead) log.warn({ partition: d.record.partition, offset: d.record.offset, reason: d.reason }, 'record sent to dead-letter topic');
-  }
 
   const lagEvery = o.lagIntervalMs ?? 5_000;
   const timer =
     lagEvery > 0
       ? setInterval(() => {
           o.bus
-            .lag(o.groupId, [o.topic])
-            .then((rows) => rows.forEach((r) => lagGauge.set({ group: o.groupId, topic: r.topic, partition: String(r.partition) }, r.lag)))
+            .lag(groupId, [topic])
+            .then((rows) => rows.forEach((r) => lagGauge.set({ group: groupId, topic: r.topic, partition: String(r.partition) }, r.lag)))
             .catch((e) => log.debug({ err: e }, 'could not read consumer lag'));
         }, lagEvery)
       : null;
@@ -175,9 +285,19 @@ export async function runProjection<T>(o: ProjectionOptions<T>): Promise<Project
     get applied() {
       return applied;
     },
+    readiness: logic.readiness ?? {},
     async stop() {
       if (timer) clearInterval(timer);
       await sub.stop();
+      await relayAll('final');
+      await Promise.all(relays.map((r) => r.stop()));
+      await logic.close?.();
     },
   };
+}
+
+/** Waits without blocking the group: heartbeats while it waits, ends early when the consumer stops. */
+export async function pause(ms: number, ctx: BatchContext): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+  await ctx.heartbeat();
 }

@@ -1,31 +1,24 @@
-import { runProjectionWithOutbox } from '@shopstream/bus';
-import { eventRecordSchema } from '@shopstream/contracts';
+import { runLiveProjection } from '@shopstream/bus';
 import type { ServiceFactory } from '@shopstream/runtime';
-import { METRIC_OUTBOX, projectActivities } from './projectActivities.js';
+import { activityProjection } from './activityProjection.js';
 
-export { projectActivities, metricEventOf, METRIC_OUTBOX } from './projectActivities.js';
+export { activityProjection } from './activityProjection.js';
+export { projectActivities, metricEventOf } from './projectActivities.js';
 
-/**
- * activity-projector: `events` -> activities, contact_timeline, and through the metric outbox one
- * `metrics` record per new Activity (at least once, same id).
- */
+/** activity-projector: runs `activityProjection` live. */
 export const startActivityProjector: ServiceFactory = async (rt) => {
   const logger = rt.logger.child({ component: 'activity-projector' });
-  const projection = await runProjectionWithOutbox({
+  const projection = await runLiveProjection(activityProjection, {
     bus: rt.bus,
     db: rt.db,
     logger,
-    groupId: `${rt.env.CONSUMER_GROUP_PREFIX}activity-projector`,
-    topic: rt.topics.events,
-    schema: eventRecordSchema,
-    apply: async (tx, records) => {
-      await projectActivities(tx, records, new Date());
-    },
-    outbox: { table: METRIC_OUTBOX, topic: rt.topics.metrics },
+    topics: rt.topics,
+    groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
   });
   logger.info({ topic: rt.topics.events }, 'activity projector started');
   return {
     name: 'activity-projector',
+    readiness: projection.readiness,
     stop: () => projection.stop(),
   };
 };

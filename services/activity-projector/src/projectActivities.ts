@@ -1,11 +1,13 @@
 import { sql, type Queryable } from '@shopstream/db';
-import { enqueueOutbox, type OutboxRow, type ValidRecord } from '@shopstream/bus';
+import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
 import { headers as H, schemas, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
-export const METRIC_OUTBOX = 'metric_outbox';
-
-/** The metric event a new Activity emits: its id is the activity id, so consumers deduplicate by id. */
-export function metricEventOf(e: EventRecord, recordedAt: Date): MetricEvent {
+/**
+ * The metric event a new Activity emits: its id is the activity id, so consumers deduplicate by id. Every
+ * field comes from the event record; recorded_at is when ingest accepted the event (its received_at), so a
+ * rebuild of the projection writes the same value.
+ */
+export function metricEventOf(e: EventRecord): MetricEvent {
   return {
     id: e.activity_id,
     shop_id: e.shop_id,
@@ -14,16 +16,16 @@ export function metricEventOf(e: EventRecord, recordedAt: Date): MetricEvent {
     name: e.name,
     description: e.description,
     event_time: e.event_time,
-    recorded_at: recordedAt.toISOString(),
+    recorded_at: e.received_at,
     contact: e.contact,
     remote_id: e.remote_id,
     remote_platform: e.remote_platform,
   };
 }
 
-export function metricOutboxRow(m: MetricEvent): OutboxRow {
+export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
   return {
-    shop_id: m.shop_id,
+    topic,
     key: m.shop_id,
     value: JSON.stringify(m),
     headers: { [H.contentType]: 'application/json', [H.schema]: schemas.metricEvent, [H.shopId]: m.shop_id, [H.metricName]: m.metric_name },
@@ -32,10 +34,10 @@ export function metricOutboxRow(m: MetricEvent): OutboxRow {
 
 /**
  * Applies a batch of `events` records in the caller's transaction: new activities (one multi-row insert;
- * a replayed activity id inserts nothing), their timeline entries, and one outbox row per NEW activity.
- * Returns the ids of the activities it created.
+ * a replayed activity id inserts nothing) and their timeline entries. Returns the events whose activities
+ * it created, in log order (each emits one metric event).
  */
-export async function projectActivities(tx: Queryable, records: ValidRecord<EventRecord>[], recordedAt: Date): Promise<string[]> {
+export async function projectActivities(tx: Queryable, records: ValidRecord<EventRecord>[]): Promise<EventRecord[]> {
   // First write wins, also within one batch.
   const seen = new Set<string>();
   const events: EventRecord[] = [];
@@ -48,19 +50,19 @@ export async function projectActivities(tx: Queryable, records: ValidRecord<Even
   if (events.length === 0) return [];
   const inserted = await tx.query(sql`
     INSERT INTO activities (shop_id, id, name, description, event_time, recorded_at, metric, contact_id, contact, remote_id, remote_platform)
-    SELECT u.shop_id, u.id, u.name, u.description, u.event_time, ${recordedAt}::timestamptz, u.metric, u.contact_id, u.contact, u.remote_id, u.remote_platform
-    FROM unnest(
+    SELECT * FROM unnest(
       ${events.map((e) => e.shop_id)}::uuid[],
       ${events.map((e) => e.activity_id)}::uuid[],
       ${events.map((e) => e.name)}::text[],
       ${events.map((e) => e.description)}::text[],
       ${events.map((e) => e.event_time)}::timestamptz[],
+      ${events.map((e) => e.received_at)}::timestamptz[],
       ${events.map((e) => JSON.stringify(e.metric))}::jsonb[],
       ${events.map((e) => e.contact?.id ?? null)}::uuid[],
       ${events.map((e) => (e.contact ? JSON.stringify(e.contact) : null))}::jsonb[],
       ${events.map((e) => e.remote_id)}::text[],
       ${events.map((e) => e.remote_platform)}::text[]
-    ) AS u(shop_id, id, name, description, event_time, metric, contact_id, contact, remote_id, remote_platform)
+    )
     ON CONFLICT (shop_id, id) DO NOTHING
     RETURNING shop_id, id`);
   if (inserted.length === 0) return [];
@@ -75,7 +77,5 @@ export async function projectActivities(tx: Queryable, records: ValidRecord<Even
         ${onTimeline.map((e) => e.activity_id)}::uuid[], ${onTimeline.map((e) => e.event_time)}::timestamptz[])
       ON CONFLICT DO NOTHING`);
   }
-  // In log order, so each shop's metric events keep the order of its events.
-  await enqueueOutbox(tx, METRIC_OUTBOX, created.map((e) => metricOutboxRow(metricEventOf(e, recordedAt))));
-  return created.map((e) => e.activity_id);
+  return created;
 }

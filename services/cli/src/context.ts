@@ -2,6 +2,14 @@ import { loadEnv } from '@shopstream/config';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 
+/** The embedded database's directory is held by a running server (PGlite admits one process). */
+export class EmbeddedServerRunningError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EmbeddedServerRunningError';
+  }
+}
+
 /**
  * Opens the same ports a service would, from the same environment. In embedded mode PGlite admits one
  * process: when a running `pnpm start` holds DATA_DIR, say so and what to do instead.
@@ -13,7 +21,7 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T
     rt = await openRuntime(env, 'cli');
   } catch (e) {
     if (e instanceof DataDirLockedError) {
-      throw new Error(
+      throw new EmbeddedServerRunningError(
         `${e.message}\nThat is most likely a running \`pnpm start\`. Either stop it (Ctrl-C), run this command, and ` +
           'start it again (it picks up what the command wrote), or use the HTTP API of the running server, ' +
           'or run Shopstream on a server (DATABASE_URL and KAFKA_BROKERS) where any number of processes may connect.',

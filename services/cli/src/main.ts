@@ -11,6 +11,7 @@ const commands: Record<string, { file: string; summary: string }> = {
   'api-keys': { file: './commands/apiKeys.js', summary: 'api-keys create|list|revoke' },
   flows: { file: './commands/flows.js', summary: 'flows create|list|pause|resume|delete' },
   conversations: { file: './commands/conversations.js', summary: 'conversations import <file.jsonl|->' },
+  projections: { file: './commands/projections.js', summary: 'projections status|rebuild: where each projection stands; rebuild one without downtime' },
   seed: { file: './commands/seed.js', summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
 };
 

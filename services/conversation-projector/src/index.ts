@@ -1,24 +1,22 @@
-import { runProjection } from '@shopstream/bus';
-import { conversationRecordSchema } from '@shopstream/contracts';
+import { runLiveProjection } from '@shopstream/bus';
 import type { ServiceFactory } from '@shopstream/runtime';
-import { applyConversationRecords } from './applyConversationRecords.js';
+import { conversationProjection } from './conversationProjection.js';
 
 export { applyConversationRecords } from './applyConversationRecords.js';
+export { conversationProjection } from './conversationProjection.js';
 
-/** conversation-projector: the export read model (conversations, conversation_messages) from the `conversations` topic. */
+/** conversation-projector: runs `conversationProjection` live. */
 export const startConversationProjector: ServiceFactory = async (rt) => {
-  const groupId = `${rt.env.CONSUMER_GROUP_PREFIX}conversation-projector`;
-  const projection = await runProjection({
+  const projection = await runLiveProjection(conversationProjection, {
     bus: rt.bus,
     db: rt.db,
     logger: rt.logger.child({ component: 'conversation-projector' }),
-    groupId,
-    topic: rt.topics.conversations,
-    schema: conversationRecordSchema,
-    apply: (tx, records) => applyConversationRecords(tx, records.map((r) => r.value)),
+    topics: rt.topics,
+    groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
   });
   return {
     name: 'conversation-projector',
+    readiness: projection.readiness,
     stop: () => projection.stop(),
   };
 };

@@ -1,0 +1,377 @@
+import { randomUUID } from 'node:crypto';
+import { sql, type Db, type Queryable } from '@shopstream/db';
+import type { Logger } from '@shopstream/telemetry';
+import { UnknownTopicError } from './pglog/appendRecords.js';
+import type { Bus, Subscription } from './port.js';
+import { applyBatch, liveGroupId, pause, type ApplyMode, type ProjectionDefinition } from './projection.js';
+import type { TopicNames } from './topicNames.js';
+
+/** A rebuild that must not start: the message says why; nothing was changed. */
+export class RebuildRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'RebuildRefusedError';
+  }
+}
+
+export interface RebuildProgress {
+  /** Records applied to the new generation so far. */
+  applied: number;
+  /** Records per second since the start. */
+  perSecond: number;
+  /** Records the new generation still lacks to reach the live projection's position. */
+  behind: number;
+  /** Seconds until it has caught up at the current rate, when it can be told. */
+  etaSeconds: number | null;
+  phase: 'building' | 'switching' | 'switched';
+}
+
+export interface RebuildOptions {
+  bus: Bus;
+  db: Db;
+  logger: Logger;
+  topics: TopicNames;
+  groupPrefix: string;
+  /** Keep the old generation's tables (in schema `oldSchema`) instead of dropping them after the switch. */
+  keepOld?: boolean;
+  onProgress?(p: RebuildProgress): void;
+  progressIntervalMs?: number;
+}
+
+export interface RebuildResult {
+  id: string;
+  applied: number;
+  /** Records skipped as unusable (they were dead-lettered when the live projection met them). */
+  rejected: number;
+  seconds: number;
+  /** Where the old generation's tables are, when kept. */
+  keptSchema: string | null;
+}
+
+/** A rebuild whose heartbeat is older than this is taken as dead (its process was killed). */
+const STALE_AFTER_SECONDS = 15;
+const HEARTBEAT_MS = 2_000;
+
+const snake = (name: string) => name.replace(/[^a-z0-9]+/gi, '_').toLowerCase();
+
+/**
+ * A quoted identifier of up to 63 bytes, Postgres' own limit: the index names Postgres makes up reach it,
+ * and @databases' sql.ident refuses anything over 60.
+ */
+const ident = (...parts: string[]) => sql.__dangerous__rawValue(parts.map((p) => `"${p.replace(/"/g, '""')}"`).join('.'));
+
+/** The checkpoints of a group for one topic: partition -> next offset (absent partitions are at 0). */
+async function checkpoints(q: Queryable, groupId: string, topic: string): Promise<Map<number, bigint>> {
+  const rows = await q.query(sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${groupId} AND topic = ${topic}`);
+  return new Map(rows.map((r) => [Number(r.partition), BigInt(r.next_offset)]));
+}
+
+/** Records the rebuild's checkpoints still lack to equal the live ones. */
+async function behindLive(q: Queryable, liveGroup: string, rebuildGroup: string, topic: string): Promise<number> {
+  // One after the other: q may be a transaction, which runs one statement at a time.
+  const live = await checkpoints(q, liveGroup, topic);
+  const rebuilt = await checkpoints(q, rebuildGroup, topic);
+  let behind = 0n;
+  for (const [p, next] of live) {
+    const have = rebuilt.get(p) ?? 0n;
+    if (next > have) behind += next - have;
+  }
+  return Number(behind);
+}
+
+/**
+ * Gives the new generation's indexes the names the current generation's have (LIKE ... INCLUDING ALL makes
+ * up its own), matched by definition, so the tables are interchangeable after the switch.
+ */
+async function copyIndexNames(tx: Queryable, schema: string, table: string): Promise<void> {
+  const shape = (def: string, name: string, owner: string) => def.replace(`INDEX ${name} ON ${owner}.${table} `, 'INDEX ON ');
+  const current = await tx.query(sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ${table}`);
+  const made = await tx.query(sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = ${schema} AND tablename = ${table}`);
+  const wanted = new Map(current.map((r) => [shape(r.indexdef, r.indexname, 'public'), r.indexname as string]));
+  const renames: { from: string; to: string }[] = [];
+  for (const r of made) {
+    const to = wanted.get(shape(r.indexdef, r.indexname, schema));
+    if (to && to !== r.indexname) renames.push({ from: r.indexname, to });
+  }
+  // Through temporary names: a wanted name may be one LIKE gave another index.
+  for (const [i, r] of renames.entries()) await tx.query(sql`ALTER INDEX ${ident(schema, r.from)} RENAME TO ${ident(`shopstream_ix_${i}`)}`);
+  for (const [i, r] of renames.entries()) await tx.query(sql`ALTER INDEX ${ident(schema, `shopstream_ix_${i}`)} RENAME TO ${ident(r.to)}`);
+}
+
+/**
+ * Rebuilds one projection from the first record of its topic while the live projection keeps serving:
+ * 1. its tables are copied empty (same columns, constraints and index names) into a new schema;
+ * 2. a consumer group of its own reads the topic from offset 0 and applies every record into them, with
+ *    the projection's own logic but never past the live projection's checkpoint, and emits nothing (the
+ *    live run emitted those records' effects already);
+ * 3. once it stands where the live projection stands, one transaction locks the live tables, lets the
+ *    rebuild take the last records the live run committed meanwhile, and swaps the two generations' schemas:
+ *    reads and the live projector (which address the tables by name) go on with the new generation, from the
+ *    live checkpoint, so nothing is applied twice and no effect is lost or emitted again;
+ * 4. the old generation is dropped (or kept with keepOld).
+ * Refused, with nothing changed, when a partition's log no longer starts at offset 0, or another rebuild of
+ * the projection is running.
+ */
+export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: RebuildOptions): Promise<RebuildResult> {
+  const { db, bus } = o;
+  const topic = def.source(o.topics);
+  const liveGroup = liveGroupId(o.groupPrefix, def);
+  const started = Date.now();
+
+  const trimmed = (await bus.offsets(topic)).filter((p) => p.low !== '0');
+  if (trimmed.length > 0) {
+    throw new RebuildRefusedError(
+      `The log of ${topic} no longer starts at offset 0 (${trimmed.map((p) => `partition ${p.partition} starts at ${p.low}`).join(', ')}): ` +
+        'records were deleted, so a rebuild would lose what they held. Nothing was changed.',
+    );
+  }
+
+  const id = randomUUID();
+  const tag = `${snake(def.name)}_${id.slice(0, 8)}`;
+  const buildSchema = `rebuild_${tag}`;
+  const oldSchema = `retired_${tag}`;
+  const rebuildGroup = `${liveGroup}.rebuild.${id.slice(0, 8)}`;
+  const stale = await db.tx(async (tx) => {
+    await tx.query(sql`SELECT pg_advisory_xact_lock(74203, hashtext(${def.name}))`);
+    const running = await tx.query(sql`
+      SELECT id, build_schema, group_id, started_at, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
+      FROM projection_rebuilds WHERE projection = ${def.name} AND status = 'running'`);
+    const alive = running.find((r) => r.alive);
+    if (alive) {
+      throw new RebuildRefusedError(
+        `Another rebuild of ${def.name} is running (id ${alive.id}, started ${new Date(alive.started_at).toISOString()}). ` +
+          '`pnpm cli projections status` shows its progress. Nothing was changed.',
+      );
+    }
+    for (const r of running) {
+      await tx.query(sql`UPDATE projection_rebuilds SET status = 'abandoned', finished_at = now(), error = 'its process stopped renewing its heartbeat' WHERE id = ${r.id}`);
+      await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(r.build_schema)} CASCADE`);
+      await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${r.group_id}`);
+    }
+    await tx.query(sql`
+      INSERT INTO projection_rebuilds (id, projection, version, build_schema, group_id, status)
+      VALUES (${id}, ${def.name}, ${def.version}, ${buildSchema}, ${rebuildGroup}, 'running')`);
+    await tx.query(sql`CREATE SCHEMA ${sql.ident(buildSchema)}`);
+    for (const t of def.tables) {
+      await tx.query(sql`CREATE TABLE ${sql.ident(buildSchema, t)} (LIKE ${sql.ident('public', t)} INCLUDING ALL)`);
+      await copyIndexNames(tx, buildSchema, t);
+    }
+    return running.map((r) => r.group_id as string);
+  });
+  for (const g of stale) await bus.deleteGroup(g).catch(() => {});
+
+  const log = o.logger.child({ rebuild: id, projection: def.name, group: rebuildGroup });
+  let applied = 0;
+  let rejected = 0;
+  let switched = false;
+  const heartbeat = setInterval(() => {
+    db.query(sql`UPDATE projection_rebuilds SET heartbeat_at = now(), applied = ${applied} WHERE id = ${id}`).catch((e) =>
+      log.warn({ err: e }, 'could not renew the rebuild heartbeat'),
+    );
+  }, HEARTBEAT_MS);
+  heartbeat.unref();
+
+  let sub: Subscription | null = null;
+  const logic = await def.open({ db, logger: log, topics: o.topics });
+  try {
+    const mode: ApplyMode = {
+      checkpointGroup: rebuildGroup,
+      searchPath: buildSchema,
+      emit: false,
+      async reject(r) {
+        rejected += r.length;
+      },
+    };
+    sub = await bus.consume({
+      groupId: rebuildGroup,
+      topics: [topic],
+      fromBeginning: true,
+      handleBatch: async (batch, ctx) => {
+        let rest = batch.records;
+        while (rest.length > 0) {
+          if (switched) return;
+          // Never past the live checkpoint: what lies beyond it is the live run's to apply (and to emit).
+          const limit = (await checkpoints(db, liveGroup, batch.topic)).get(batch.partition) ?? 0n;
+          const ready = rest.filter((r) => BigInt(r.offset) < limit);
+          if (ready.length > 0) {
+            const r = await applyBatch(def, logic, db, mode, { ...batch, records: ready }, log);
+            applied += r.applied;
+            rest = rest.slice(ready.length);
+            continue;
+          }
+          if (!ctx.isRunning()) throw new Error('the rebuild is stopping');
+          await pause(100, ctx);
+        }
+      },
+    });
+
+    const progressEvery = o.progressIntervalMs ?? 1_000;
+    let lastReport = 0;
+    const report = (phase: RebuildProgress['phase'], behind: number) => {
+      const seconds = (Date.now() - started) / 1000;
+      const perSecond = seconds > 0 ? applied / seconds : 0;
+      o.onProgress?.({ applied, perSecond, behind, etaSeconds: perSecond > 0 ? behind / perSecond : behind === 0 ? 0 : null, phase });
+    };
+    for (;;) {
+      const behind = await behindLive(db, liveGroup, rebuildGroup, topic);
+      if (Date.now() - lastReport >= progressEvery) {
+        report('building', behind);
+        lastReport = Date.now();
+      }
+      if (behind === 0) {
+        report('switching', 0);
+        if (await trySwitch(db, def, { id, liveGroup, rebuildGroup, topic, buildSchema, oldSchema, applied: () => applied })) break;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    switched = true;
+    report('switched', 0);
+    log.info({ applied, rejected }, 'rebuild switched to the new generation');
+  } catch (e) {
+    clearInterval(heartbeat);
+    await sub?.stop().catch(() => {});
+    await logic.close?.();
+    await db
+      .tx(async (tx) => {
+        await tx.query(sql`UPDATE projection_rebuilds SET status = 'failed', finished_at = now(), error = ${String((e as Error).message ?? e).slice(0, 1000)} WHERE id = ${id}`);
+        await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(buildSchema)} CASCADE`);
+        await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${rebuildGroup}`);
+      })
+      .catch((e2) => log.error({ err: e2 }, 'could not clean up after the failed rebuild'));
+    await bus.deleteGroup(rebuildGroup).catch(() => {});
+    throw e;
+  }
+
+  clearInterval(heartbeat);
+  await sub.stop();
+  await logic.close?.();
+  await db.query(sql`DELETE FROM projection_offsets WHERE group_id = ${rebuildGroup}`);
+  await bus.deleteGroup(rebuildGroup).catch((e) => log.warn({ err: e }, 'could not delete the rebuild consumer group'));
+  await db.query(sql`UPDATE projection_rebuilds SET applied = ${applied} WHERE id = ${id}`);
+  if (!o.keepOld) await db.query(sql`DROP SCHEMA ${sql.ident(oldSchema)} CASCADE`);
+  return { id, applied, rejected, seconds: (Date.now() - started) / 1000, keptSchema: o.keepOld ? oldSchema : null };
+}
+
+class NotCaughtUp extends Error {}
+
+/**
+ * The switch, in one transaction: lock the live tables (the live projector's next batch waits; readers wait
+ * a moment), let the rebuild catch up with the live checkpoint it can no longer move, swap the schemas.
+ * False when the rebuild did not catch up in time: the lock is released and the caller tries again.
+ */
+async function trySwitch<T>(
+  db: Db,
+  def: ProjectionDefinition<T>,
+  r: { id: string; liveGroup: string; rebuildGroup: string; topic: string; buildSchema: string; oldSchema: string; applied(): number },
+): Promise<boolean> {
+  try {
+    await db.tx(async (tx) => {
+      await tx.query(sql`SET LOCAL lock_timeout = '10s'`);
+      await tx.query(sql`LOCK TABLE ${sql.join(def.tables.map((t) => sql.ident('public', t)), sql`, `)} IN ACCESS EXCLUSIVE MODE`);
+      const deadline = Date.now() + 3_000;
+      while ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) {
+        if (Date.now() > deadline) throw new NotCaughtUp();
+        await new Promise((res) => setTimeout(res, 25));
+      }
+      await tx.query(sql`CREATE SCHEMA ${sql.ident(r.oldSchema)}`);
+      for (const t of def.tables) {
+        await tx.query(sql`ALTER TABLE ${sql.ident('public', t)} SET SCHEMA ${sql.ident(r.oldSchema)}`);
+        await tx.query(sql`ALTER TABLE ${sql.ident(r.buildSchema, t)} SET SCHEMA public`);
+      }
+      await tx.query(sql`DROP SCHEMA ${sql.ident(r.buildSchema)}`);
+      await tx.query(sql`
+        UPDATE projection_rebuilds SET status = 'switched', old_schema = ${r.oldSchema}, applied = ${r.applied()}, finished_at = now(), heartbeat_at = now()
+        WHERE id = ${r.id}`);
+    });
+    return true;
+  } catch (e) {
+    if (e instanceof NotCaughtUp) return false;
+    throw e;
+  }
+}
+
+export interface ProjectionStatus {
+  projection: string;
+  version: number;
+  group: string;
+  topic: string;
+  emits: string[];
+  tables: readonly string[];
+  partitions: {
+    partition: number;
+    /** The next offset the projection will apply, from its checkpoint in Postgres (null: nothing applied yet). */
+    applied: string | null;
+    logStart: string;
+    logEnd: string;
+    lag: number;
+    lastAppliedAt: string | null;
+  }[];
+  lag: number;
+  lastAppliedAt: string | null;
+  deadLetters: number;
+  rebuild: { id: string; status: string; startedAt: string; finishedAt: string | null; applied: number; running: boolean; error: string | null } | null;
+}
+
+/** Where each projection stands: per partition its checkpoint against the log, its dead letters, its rebuilds. */
+export async function projectionStatus(
+  defs: ProjectionDefinition<unknown>[],
+  o: { bus: Bus; db: Db; topics: TopicNames; groupPrefix: string },
+): Promise<ProjectionStatus[]> {
+  const out: ProjectionStatus[] = [];
+  for (const def of defs) {
+    const topic = def.source(o.topics);
+    const group = liveGroupId(o.groupPrefix, def);
+    const log = await o.bus.offsets(topic);
+    const rows = await o.db.query(sql`SELECT partition, next_offset, updated_at FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic}`);
+    const at = new Map(rows.map((r) => [Number(r.partition), r]));
+    const partitions = log.map((p) => {
+      const row = at.get(p.partition);
+      const applied = row ? BigInt(row.next_offset) : null;
+      const position = applied ?? BigInt(p.low);
+      const end = BigInt(p.high);
+      return {
+        partition: p.partition,
+        applied: applied === null ? null : applied.toString(),
+        logStart: p.low,
+        logEnd: p.high,
+        lag: Number(end > position ? end - position : 0n),
+        lastAppliedAt: row ? new Date(row.updated_at).toISOString() : null,
+      };
+    });
+    let deadLetters = 0;
+    try {
+      for (const p of await o.bus.offsets(o.topics.dlq(topic))) deadLetters += Number(BigInt(p.high) - BigInt(p.low));
+    } catch (e) {
+      if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
+    }
+    const last = await o.db.query(sql`
+      SELECT id, status, started_at, finished_at, applied, error, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
+      FROM projection_rebuilds WHERE projection = ${def.name} ORDER BY started_at DESC LIMIT 1`);
+    const lastApplied = partitions.map((p) => p.lastAppliedAt).filter((x): x is string => x !== null).sort();
+    out.push({
+      projection: def.name,
+      version: def.version,
+      group,
+      topic,
+      emits: def.emits(o.topics).map((e) => e.topic),
+      tables: def.tables,
+      partitions,
+      lag: partitions.reduce((n, p) => n + p.lag, 0),
+      lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
+      deadLetters,
+      rebuild:
+        last.length === 0
+          ? null
+          : {
+              id: last[0].id,
+              status: last[0].status,
+              startedAt: new Date(last[0].started_at).toISOString(),
+              finishedAt: last[0].finished_at ? new Date(last[0].finished_at).toISOString() : null,
+              applied: Number(last[0].applied),
+              running: last[0].status === 'running' && last[0].alive === true,
+              error: last[0].error ?? null,
+            },
+    });
+  }
+  return out;
+}

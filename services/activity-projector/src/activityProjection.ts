@@ -1,0 +1,26 @@
+import { defineProjection } from '@shopstream/bus';
+import { eventRecordSchema, topics as topicBase } from '@shopstream/contracts';
+import { metricEventOf, metricRecord, projectActivities } from './projectActivities.js';
+
+/**
+ * `events` -> activities and contact_timeline, and one `metrics` record per new Activity (at least once,
+ * same id). A replayed event creates nothing and emits nothing.
+ */
+export const activityProjection = defineProjection({
+  name: 'activity-projector',
+  version: 2,
+  summary: 'events -> activities, contact_timeline; emits metrics',
+  source: (t) => t.events,
+  emits: (t) => [{ topic: t.metrics, name: topicBase.metrics }],
+  schema: eventRecordSchema,
+  tables: ['activities', 'contact_timeline'],
+  async open({ topics }) {
+    return {
+      async apply(tx, records) {
+        const created = await projectActivities(tx, records);
+        // In log order, so each shop's metric events keep the order of its events.
+        return created.map((e) => metricRecord(metricEventOf(e), topics.metrics));
+      },
+    };
+  },
+});

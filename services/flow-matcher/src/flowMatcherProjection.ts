@@ -1,0 +1,33 @@
+import { defineProjection, type ProjectionDefinition } from '@shopstream/bus';
+import { metricEventSchema, topics as topicBase, type MetricEvent } from '@shopstream/contracts';
+import { FlowIndex } from './flowIndex.js';
+import { matchTriggers } from './matchTriggers.js';
+
+/**
+ * `metrics` -> flow_triggers, and one `flow-triggers` record per (flow, metric event). Flows come from an
+ * in-memory index reloaded every refreshMs (and when a batch is newer than it).
+ */
+export function flowMatcherProjection(refreshMs: number): ProjectionDefinition<MetricEvent> {
+  return defineProjection({
+    name: 'flow-matcher',
+    version: 2,
+    summary: 'metrics -> flow_triggers; emits flow-triggers',
+    source: (t) => t.metrics,
+    emits: (t) => [{ topic: t.flowTriggers, name: topicBase.flowTriggers }],
+    schema: metricEventSchema,
+    tables: ['flow_triggers'],
+    async open({ db, logger, topics }) {
+      const index = new FlowIndex(db, logger);
+      await index.refresh();
+      index.start(refreshMs);
+      return {
+        prepare: (records) => index.upTo(records.map((r) => r.value.recorded_at)),
+        apply: (tx, records) => matchTriggers(tx, records, index, topics.flowTriggers),
+        readiness: { 'flow-index': async () => index.ready },
+        async close() {
+          index.stop();
+        },
+      };
+    },
+  });
+}
