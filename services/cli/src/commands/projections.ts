@@ -39,11 +39,15 @@ function printStatus(all: ProjectionStatus[]): void {
       `  reads ${s.topic} -> ${s.tables.join(', ')}${s.emits.length > 0 ? `; emits ${s.emits.join(', ')}` : ''}`,
       `  lag ${num(s.lag)}, last applied ${s.lastAppliedAt ?? 'never'}, dead letters ${num(s.deadLetters)}, ${rebuild}`,
     ];
-    const rows = s.partitions.map((p) => [String(p.partition), p.applied ?? '-', p.logStart, p.logEnd, num(p.lag), p.lastAppliedAt ?? '-']);
+    // Partitions that never held a record say nothing: counted, not listed (--json lists every one).
+    const used = s.partitions.filter((p) => p.logEnd !== '0' || p.applied !== null);
+    const rows = used.map((p) => [String(p.partition), p.applied ?? '-', p.logStart, p.logEnd, num(p.lag), p.lastAppliedAt ?? '-']);
     const grid = table(['PARTITION', 'APPLIED', 'LOG START', 'LOG END', 'LAG', 'LAST APPLIED'], rows)
       .split('\n')
       .map((l) => `  ${l}`);
-    return [...head, ...grid].join('\n');
+    const empty = s.partitions.length - used.length;
+    const note = empty > 0 ? [`  (${empty} of ${s.partitions.length} partitions never held a record)`] : [];
+    return [...head, ...(used.length > 0 ? grid : []), ...note].join('\n');
   });
   console.log(blocks.join('\n\n'));
 }
