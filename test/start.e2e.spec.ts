@@ -157,10 +157,18 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       expect(refused.code).not.toBe(0);
       expect(refused.out).toMatch(/held by process \d+/);
 
-      // The documented route: stop, import, start again.
+      // A rebuild is refused the same way (exit 2), with nothing changed.
+      const busy = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
+      expect(busy.code).toBe(2);
+      expect(busy.out).toMatch(/held by process \d+/);
+
+      // The documented route: stop, import (and rebuild), start again.
       expect(await stopShopstream(s)).toBe(0);
       const imported = await runCli(['conversations', 'import', file], env);
       expect({ code: imported.code, out: imported.out }).toMatchObject({ code: 0 });
+      const rebuilt = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
+      expect(rebuilt.code).toBe(0);
+      expect(rebuilt.out).toMatch(/Rebuilt activity-projector: \d+ records applied/);
       s = await startShopstream(env);
       expect(/API key: +(\S+)/.exec(s.output())![1]).toBe(key);
       call = api(s.base, key, shop);
