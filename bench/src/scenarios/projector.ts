@@ -14,7 +14,7 @@ const BASELINE_BATCH = 1_000;
 
 /**
  * The activity projector draining a pre-filled `events` topic, against a bare multi-row insert of the
- * same rows into the same tables (activities, contact_timeline, metric_outbox), one transaction per
+ * same rows into the same tables (activities, contact_timeline, outbox), one transaction per
  * batch on one connection, as the projector does.
  */
 export async function projector(b: Bench): Promise<ScenarioResult> {
@@ -52,11 +52,11 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   }
   const baselineSeconds = (performance.now() - t0) / 1000;
   const baselineRate = Math.round(total / baselineSeconds);
-  await b.db.query(sql`TRUNCATE activities, contact_timeline, metric_outbox`);
+  await b.db.query(sql`TRUNCATE activities, contact_timeline, outbox`);
 
   // The projector, in its own process, from the beginning of the topic.
   const count = async () => Number((await b.db.query(sql`SELECT count(*)::int AS n FROM activities`))[0].n);
-  const outboxLeft = async () => Number((await b.db.query(sql`SELECT count(*)::int AS n FROM metric_outbox`))[0].n);
+  const outboxLeft = async () => Number((await b.db.query(sql`SELECT count(*)::int AS n FROM outbox`))[0].n);
   const spawned = performance.now();
   const serverPromise = b.server(['activity-projector']);
   let first = 0;
@@ -107,7 +107,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
     },
     notes: [
       `${total.toLocaleString('en-US')} event records (${withContact.toLocaleString('en-US')} with a contact) pre-filled on a ${12}-partition topic; the rate is timed from the first activity row to the last (process start excluded).`,
-      `Baseline: the same rows inserted bare (activities, contact_timeline, metric_outbox; unnest multi-row INSERTs, ${BASELINE_BATCH} rows per transaction, one connection).`,
+      `Baseline: the same rows inserted bare (activities, contact_timeline, outbox; unnest multi-row INSERTs, ${BASELINE_BATCH} rows per transaction, one connection).`,
     ],
   };
 }
@@ -131,7 +131,7 @@ async function bareInsert(tx: Queryable, events: EventRecord[]): Promise<void> {
     SELECT * FROM unnest(${timeline.map((e) => e.shop_id)}::uuid[], ${timeline.map((e) => e.contact!.id)}::uuid[],
       ${timeline.map((e) => e.activity_id)}::uuid[], ${timeline.map((e) => e.event_time)}::timestamptz[])`);
   await tx.query(sql`
-    INSERT INTO metric_outbox (shop_id, key, value, headers)
-    SELECT * FROM unnest(${events.map((e) => e.shop_id)}::uuid[], ${events.map((e) => e.shop_id)}::text[],
+    INSERT INTO outbox (topic, key, value, headers)
+    SELECT * FROM unnest(${events.map(() => 'metrics')}::text[], ${events.map((e) => e.shop_id)}::text[],
       ${events.map((e) => JSON.stringify(e))}::text[], ${events.map(() => '{"schema":"metric-event.v1"}')}::jsonb[])`);
 }
