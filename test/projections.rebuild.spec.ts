@@ -236,7 +236,21 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     expect(await checksums(activityProjection.tables)).toEqual(before);
     // Its process died: once the heartbeat is stale, a new rebuild takes over and marks it abandoned.
     await rt.db.query(sql`UPDATE projection_rebuilds SET heartbeat_at = now() - interval '1 minute' WHERE id = ${id}`);
-    await rebuild(conversationProjection as ProjectionDefinition<unknown>);
+    // --keep-old: the old generation stays, whole, in the schema the result names.
+    const convBefore = await checksums(conversationProjection.tables);
+    const kept = await rebuildProjection(conversationProjection as ProjectionDefinition<unknown>, {
+      bus: rt.bus,
+      db: rt.db,
+      logger: rt.logger,
+      topics: rt.topics,
+      groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+      keepOld: true,
+    });
+    expect(kept.keptSchema).toMatch(/^retired_conversation_projector_/);
+    const old = await rt.db.query(sql`SELECT count(*)::int AS n FROM ${sql.ident(kept.keptSchema!, 'conversations')}`);
+    expect(old[0].n).toBe(convBefore.conversations.n);
+    expect(await checksums(conversationProjection.tables)).toEqual(convBefore);
+    await rt.db.query(sql`DROP SCHEMA ${sql.ident(kept.keptSchema!)} CASCADE`);
     await rebuild(activityProjection as ProjectionDefinition<unknown>);
     expect((await rt.db.query(sql`SELECT status FROM projection_rebuilds WHERE id = ${id}`))[0].status).toBe('abandoned');
   }, 120_000);
