@@ -25,6 +25,9 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
   let server: TestServer;
   let shop: Awaited<ReturnType<typeof createTestShop>>;
   const flowId = randomUUID();
+  // Paused halfway through the events: its triggers stop there, in the live run and in a rebuild.
+  const pausedFlowId = randomUUID();
+  let beforePause = 0;
   const activityIds = new Set<string>();
   const contactIds = new Set<string>();
   let conversationCount = 0;
@@ -106,7 +109,8 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     shop = await createTestShop(rt);
     await rt.db.query(sql`
       INSERT INTO flows (shop_id, id, name, status, metric_name, property_conditions)
-      VALUES (${shop.shopId}, ${flowId}, 'big orders', 'active', 'placed_order', ${JSON.stringify([{ field: 'total', op: 'gte', value: 50 }])}::jsonb)`);
+      VALUES (${shop.shopId}, ${flowId}, 'big orders', 'active', 'placed_order', ${JSON.stringify([{ field: 'total', op: 'gte', value: 50 }])}::jsonb),
+             (${shop.shopId}, ${pausedFlowId}, 'every order, for a while', 'active', 'placed_order', '[]'::jsonb)`);
     const services: StartedService[] = [
       await startIngestApi(rt),
       await startQueryApi(rt),
@@ -116,7 +120,10 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     ];
     server = await startTestServer(rt, services);
 
-    await sendEvents(2_000, 'first');
+    beforePause = new Set(await sendEvents(1_000, 'first')).size;
+    const paused = await fetch(`${server.baseUrl}/v2026-04/flows/${pausedFlowId}/`, { method: 'PATCH', headers: shop.headers, body: JSON.stringify({ status: 'paused' }) });
+    expect(paused.status).toBe(200);
+    await sendEvents(1_000, 'second');
     // A dead letter among them: the live projector sends it to events.dlq, a rebuild skips it.
     await rt.bus.publish(rt.topics.events, [{ key: shop.shopId, value: '{not json', headers: { [H.shopId]: shop.shopId } }]);
     const conversations = conversationRecords(150);
@@ -126,6 +133,8 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
       conversations.map((r) => ({ key: r.shop_id, value: JSON.stringify(r), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id } })),
     );
     await allProjected();
+    const pausedTriggers = await rt.db.query(sql`SELECT count(*)::int AS n FROM flow_triggers WHERE flow_id = ${pausedFlowId}`);
+    expect(pausedTriggers[0].n).toBe(beforePause);
   }, 180_000);
   afterAll(async () => {
     await server?.stop();

@@ -7,74 +7,121 @@ const activeFlows = gauge('shopstream_flow_matcher_active_flows', 'Active flows 
 export interface IndexedFlow {
   id: string;
   shop_id: string;
-  /** ms since the epoch: the flow matches metric events recorded from then on. */
-  created_at: number;
   trigger: FlowTrigger;
+}
+
+/** One state of a flow (008_flow_versions.sql), from valid_from until the next version. */
+interface FlowVersion {
+  seq: number;
+  /** ms since the epoch */
+  validFrom: number;
+  status: 'active' | 'paused' | 'deleted';
+  metricName: string;
+  /** null when the stored conditions no longer parse (edited by hand): such a version matches nothing. */
+  trigger: FlowTrigger | null;
+}
+
+interface IndexedHistory {
+  id: string;
+  shop_id: string;
+  versions: FlowVersion[];
 }
 
 const keyOf = (shopId: string, metricName: string) => `${shopId}\u0000${metricName}`;
 
 /**
- * The active flows of every shop by (shop_id, metric_name), in memory, reloaded every refreshMs and whenever
- * a batch holds a metric event recorded after the last load (`upTo`): a metric event finds its candidate
- * flows with one map look-up, flow changes arrive without a restart, and a flow created at T matches every
- * metric event recorded from T on, however late the matcher reads it, in the live run and in a rebuild alike.
+ * A transaction that writes a flow stamps its version with its start time but is seen only once it
+ * committed: a load treats versions as complete up to this long before its own time.
+ */
+const COMMIT_MARGIN_MS = 1_000;
+
+/**
+ * Every flow's history (flow_versions) by (shop_id, metric_name), in memory. A metric event is matched
+ * against the version of each flow in effect when it was recorded, so the live matcher and a rebuild decide
+ * alike whatever happened to the flow since (paused, edited, deleted). Reloaded every refreshMs, and before a
+ * batch holding a metric event recorded after the last load (`upTo`), so a flow created or changed a moment
+ * before an event applies to it however late the matcher reads it.
  */
 export class FlowIndex {
-  private byKey = new Map<string, IndexedFlow[]>();
+  private byKey = new Map<string, IndexedHistory[]>();
+  private parsed = new Map<number, FlowTrigger | null>();
   private timer: NodeJS.Timeout | null = null;
   private loaded = false;
-  /** The database's clock when the index was last read: flows created up to then are in it. */
-  private loadedAt = -Infinity;
+  /** Versions that took effect up to this time (ms) are all in the index. */
+  private completeUpTo = -Infinity;
 
   constructor(
     private readonly db: Db,
     private readonly logger: Logger,
   ) {}
 
-  /** The active flows of the shop for the metric that exist at `recordedAt` (RFC 3339). */
+  /** The flows of the shop whose version in effect at `recordedAt` (RFC 3339) is active on this metric. */
   candidates(shopId: string, metricName: string, recordedAt: string): IndexedFlow[] {
-    const all = this.byKey.get(keyOf(shopId, metricName));
-    if (!all) return [];
+    const histories = this.byKey.get(keyOf(shopId, metricName));
+    if (!histories) return [];
     const at = Date.parse(recordedAt);
-    return all.filter((f) => f.created_at <= at);
-  }
-
-  /** Reloads first when a metric event was recorded after the last load, so a flow created meanwhile is seen. */
-  async upTo(recordedAt: string[]): Promise<void> {
-    let latest = -Infinity;
-    for (const r of recordedAt) latest = Math.max(latest, Date.parse(r));
-    if (latest >= this.loadedAt) await this.refresh();
+    const out: IndexedFlow[] = [];
+    for (const h of histories) {
+      let current: FlowVersion | undefined;
+      for (const v of h.versions) {
+        if (v.validFrom > at) break;
+        current = v;
+      }
+      if (current && current.status === 'active' && current.metricName === metricName && current.trigger) {
+        out.push({ id: h.id, shop_id: h.shop_id, trigger: current.trigger });
+      }
+    }
+    return out;
   }
 
   get ready(): boolean {
     return this.loaded;
   }
 
+  /** Reloads first when a metric event was recorded after what the index holds for certain. */
+  async upTo(recordedAt: string[]): Promise<void> {
+    let latest = -Infinity;
+    for (const r of recordedAt) latest = Math.max(latest, Date.parse(r));
+    if (latest >= this.completeUpTo) await this.refresh();
+  }
+
   async refresh(): Promise<void> {
+    const [{ now }] = await this.db.query(sql`SELECT now() AS now`);
     const rows = await this.db.query(sql`
-      SELECT shop_id, id, metric_name, property_conditions, contact_conditions, created_at, now() AS loaded_at FROM flows
-      WHERE status = 'active' AND deleted_at IS NULL`);
-    const loadedAt = rows.length > 0 ? new Date(rows[0].loaded_at).getTime() : new Date((await this.db.query(sql`SELECT now() AS t`))[0].t).getTime();
-    const next = new Map<string, IndexedFlow[]>();
-    let n = 0;
+      SELECT seq, shop_id, flow_id, valid_from, status, metric_name, property_conditions, contact_conditions
+      FROM flow_versions ORDER BY valid_from, seq`);
+    const byFlow = new Map<string, IndexedHistory>();
     for (const r of rows) {
-      // Flows are validated on the way in; a row that no longer parses (edited by hand) is skipped, not fatal.
-      const t = flowTriggerSchema.safeParse({ metric_name: r.metric_name, property_conditions: r.property_conditions, contact_conditions: r.contact_conditions });
-      if (!t.success) {
-        this.logger.warn({ flow_id: r.id, shop_id: r.shop_id }, 'flow trigger does not parse; skipped');
-        continue;
+      const seq = Number(r.seq);
+      let trigger = this.parsed.get(seq);
+      if (trigger === undefined) {
+        // Flows are validated on the way in; a version that does not parse (edited by hand) matches nothing.
+        const t = flowTriggerSchema.safeParse({ metric_name: r.metric_name, property_conditions: r.property_conditions, contact_conditions: r.contact_conditions });
+        if (!t.success) this.logger.warn({ flow_id: r.flow_id, shop_id: r.shop_id, seq }, 'flow trigger does not parse; that version matches nothing');
+        trigger = t.success ? t.data : null;
+        this.parsed.set(seq, trigger);
       }
-      const k = keyOf(r.shop_id, r.metric_name);
-      const list = next.get(k) ?? [];
-      list.push({ id: r.id, shop_id: r.shop_id, created_at: new Date(r.created_at).getTime(), trigger: t.data });
-      next.set(k, list);
-      n++;
+      const k = `${r.shop_id}/${r.flow_id}`;
+      let h = byFlow.get(k);
+      if (!h) byFlow.set(k, (h = { id: r.flow_id, shop_id: r.shop_id, versions: [] }));
+      h.versions.push({ seq, validFrom: new Date(r.valid_from).getTime(), status: r.status, metricName: r.metric_name, trigger });
+    }
+    const next = new Map<string, IndexedHistory[]>();
+    let active = 0;
+    for (const h of byFlow.values()) {
+      // Under every metric the flow ever had: an event is matched against the version of its own time.
+      for (const metric of new Set(h.versions.map((v) => v.metricName))) {
+        const k = keyOf(h.shop_id, metric);
+        const list = next.get(k) ?? [];
+        list.push(h);
+        next.set(k, list);
+      }
+      if (h.versions[h.versions.length - 1].status === 'active') active++;
     }
     this.byKey = next;
-    this.loadedAt = loadedAt;
+    this.completeUpTo = new Date(now).getTime() - COMMIT_MARGIN_MS;
     this.loaded = true;
-    activeFlows.set(n);
+    activeFlows.set(active);
   }
 
   start(refreshMs: number): void {
