@@ -1,8 +1,11 @@
-import { Kafka, logLevel, CompressionTypes, ConfigResourceTypes, ConfigSource, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries } from 'kafkajs';
+import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { histogram } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
+
+// kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
+const { ConfigResourceTypes, ConfigSource } = kafkajs;
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -199,22 +202,25 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             topic: s.topic,
             numPartitions: s.partitions,
             replicationFactor: opts.replicationFactor,
-            configEntries: [
-              { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
+            configEntries: Object.entries({
+              'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
               // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
               // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
-              { name: 'min.insync.replicas', value: String(Math.min(2, opts.replicationFactor)) },
-              ...Object.entries(s.config ?? {}).map(([name, value]) => ({ name, value })),
-            ],
+              'min.insync.replicas': String(Math.min(2, opts.replicationFactor)),
+              ...s.config,
+            }).map(([name, value]) => ({ name, value })),
           })),
         });
       }
       const names = specs.map((s) => s.topic);
       const deadline = Date.now() + 30_000;
       for (;;) {
+        // A leader in the metadata may not serve the partition yet (NOT_LEADER_OR_FOLLOWER on the first
+        // ListOffsets or Produce): ready means every partition answers its offsets too.
         const ready = await admin
           .fetchTopicMetadata({ topics: names })
           .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
+          .then(async (led) => led && (await Promise.all(names.map((t) => admin.fetchTopicOffsets(t)))) !== undefined)
           .catch(() => false);
         if (ready) return;
         if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
@@ -256,8 +262,20 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         resources.push({ type: ConfigResourceTypes.TOPIC, name: spec.topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) });
         changes.push(...mine);
       }
-      if (resources.length > 0) await admin.alterConfigs({ validateOnly: false, resources });
-      return changes;
+      if (resources.length === 0) return changes;
+      await admin.alterConfigs({ validateOnly: false, resources });
+      // The broker answers before it applies the change (KRaft: once the controller wrote the record), so a
+      // describe right after may still show the old values. Resolve when they read back, as the port says.
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const now = await describeTopics([...new Set(changes.map((c) => c.topic))]);
+        const pending = changes.filter(
+          (c) => !(now.get(c.topic) ?? []).some((e) => e.configName === c.name && e.configValue === c.to && e.configSource === ConfigSource.TOPIC_CONFIG),
+        );
+        if (pending.length === 0) return changes;
+        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
     },
 
     async topicConfigs(topicNames) {

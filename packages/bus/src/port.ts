@@ -90,8 +90,8 @@ export interface Bus {
   ensureTopics(specs: TopicSpec[]): Promise<void>;
   /**
    * Gives existing topics the `config` of their spec, as their own settings (not inherited from a broker
-   * default that may change), and leaves every other setting as it was. Returns what changed; topics that
-   * do not exist are skipped (ensureTopics creates them).
+   * default that may change), and leaves every other setting as it was. Resolves once the changes read back;
+   * returns what changed. Topics that do not exist are skipped (ensureTopics creates them).
    */
   alignTopicConfigs(specs: TopicSpec[]): Promise<ConfigChange[]>;
   /** The settings in effect for each named topic, by Kafka name; at least `retention.ms` and `retention.bytes`. */

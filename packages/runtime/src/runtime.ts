@@ -55,7 +55,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     if (bus.kind === 'pglog') {
       for (const c of await bus.alignTopicConfigs(specs)) logger.info(c, `topic ${c.topic}: ${c.name} ${c.from} -> ${c.to}`);
     }
-    if (options.checkRetention ?? true) await warnFiniteRetention(bus, specs, logger);
+    if (options.checkRetention ?? true) await checkTopicRetention(bus, specs, logger);
     const apiKeys = new ApiKeyStore(db, env.API_KEY_CACHE_TTL_MS);
     const n = await bootstrapApiKeys(apiKeys, env.BOOTSTRAP_API_KEYS);
     if (n > 0) logger.info({ keys: n }, 'bootstrap API keys ensured');
@@ -78,8 +78,17 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   }
 }
 
-/** Says, once per topic at start, when a topic that must keep every record is set to delete some. */
-async function warnFiniteRetention(bus: Bus, specs: OwnedTopicSpec[], logger: Logger): Promise<void> {
+export interface FiniteRetention {
+  topic: string;
+  config: string;
+  value: string;
+}
+
+/**
+ * Warns, once per setting at start, when a topic that must keep every record (source, dead letter) is set
+ * to delete some, by its own setting or by the broker's default; returns what it warned about.
+ */
+export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], logger: Logger): Promise<FiniteRetention[]> {
   const kept = specs.filter((s) => s.role !== 'derived').map((s) => s.topic);
   let configs: Record<string, Record<string, string>>;
   try {
@@ -87,14 +96,17 @@ async function warnFiniteRetention(bus: Bus, specs: OwnedTopicSpec[], logger: Lo
   } catch (e) {
     // A check, not a dependency: a broker that refuses DescribeConfigs (ACLs) must not keep a service down.
     logger.warn({ err: e }, 'could not read the topics\' retention; run `pnpm cli topics ensure` to check it');
-    return;
+    return [];
   }
+  const found: FiniteRetention[] = [];
   for (const topic of kept) {
     for (const { name, value } of finiteRetention(configs[topic] ?? {})) {
+      found.push({ topic, config: name, value });
       logger.warn(
         { topic, config: name, value },
         `topic ${topic} has ${name}=${value}: the log deletes records that projections are rebuilt from; run \`pnpm cli topics ensure\` to keep them all`,
       );
     }
   }
+  return found;
 }
