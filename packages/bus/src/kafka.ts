@@ -174,6 +174,24 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
   });
 
+  /**
+   * A new partition's leader named in the metadata may not serve it yet (NOT_LEADER_OR_FOLLOWER on the first
+   * ListOffsets or Produce): a created topic is ready when every partition answers its offsets. Asked by a
+   * client of its own that logs nothing: kafkajs logs each such expected refusal as an error.
+   */
+  const servesOffsets = async (topics: string[]): Promise<boolean> => {
+    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+    try {
+      await probe.connect();
+      await Promise.all(topics.map((t) => probe.fetchTopicOffsets(t)));
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await probe.disconnect().catch(() => {});
+    }
+  };
+
   /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
   const describeTopics = async (names: string[]): Promise<Map<string, ConfigEntries[]>> => {
     const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
@@ -215,12 +233,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       const names = specs.map((s) => s.topic);
       const deadline = Date.now() + 30_000;
       for (;;) {
-        // A leader in the metadata may not serve the partition yet (NOT_LEADER_OR_FOLLOWER on the first
-        // ListOffsets or Produce): ready means every partition answers its offsets too.
         const ready = await admin
           .fetchTopicMetadata({ topics: names })
           .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
-          .then(async (led) => led && (await Promise.all(names.map((t) => admin.fetchTopicOffsets(t)))) !== undefined)
+          .then(async (led) => led && (missing.length === 0 || (await servesOffsets(missing.map((s) => s.topic)))))
           .catch(() => false);
         if (ready) return;
         if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
