@@ -35,4 +35,9 @@ describe('docker-compose.yml', () => {
     const { KAFKA_VERSION } = await import('@shopstream/testkit');
     expect(compose.services.kafka.image).toBe(`apache/kafka:${KAFKA_VERSION}`);
   });
+
+  it('runs a broker that deletes nothing by age unless a topic says so (source topics are kept forever)', () => {
+    expect(compose.services.kafka.environment?.KAFKA_LOG_RETENTION_MS).toBe('-1');
+    expect(Object.keys(compose.services.kafka.environment ?? {}).filter((k) => /RETENTION_(HOURS|MINUTES)$/.test(k))).toEqual([]);
+  });
 });

@@ -1,6 +1,6 @@
 export * from './port.js';
 export { createKafkaBus, type KafkaBusOptions } from './kafka.js';
-export { createPgLogBus, type PgLogBusOptions, UnknownTopicError } from './pglog/index.js';
+export { createPgLogBus, type PgLogBusOptions, UnknownTopicError, UnsupportedTopicConfigError, trimExpiredRecords, type TrimmedPartition } from './pglog/index.js';
 export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export {
   defineProjection,
@@ -20,3 +20,4 @@ export {
 export { rebuildProjection, projectionStatus, RebuildRefusedError, type RebuildOptions, type RebuildProgress, type ProjectionStatus } from './rebuild.js';
 export { topicNames, type TopicNames } from './topicNames.js';
 export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';
+export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';

@@ -1,8 +1,11 @@
-import { Kafka, logLevel, CompressionTypes, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry } from 'kafkajs';
+import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { histogram } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
+import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
+
+// kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
+const { ConfigResourceTypes, ConfigSource } = kafkajs;
 
 export interface KafkaBusOptions {
   brokers: string[];
@@ -171,6 +174,30 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
   });
 
+  /**
+   * A new partition's leader named in the metadata may not serve it yet (NOT_LEADER_OR_FOLLOWER on the first
+   * ListOffsets or Produce): a created topic is ready when every partition answers its offsets. Asked by a
+   * client of its own that logs nothing: kafkajs logs each such expected refusal as an error.
+   */
+  const servesOffsets = async (topics: string[]): Promise<boolean> => {
+    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+    try {
+      await probe.connect();
+      await Promise.all(topics.map((t) => probe.fetchTopicOffsets(t)));
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await probe.disconnect().catch(() => {});
+    }
+  };
+
+  /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
+  const describeTopics = async (names: string[]): Promise<Map<string, ConfigEntries[]>> => {
+    const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
+    return new Map(res.resources.map((r) => [r.resourceName, r.configEntries]));
+  };
+
   const consumers = new Set<Consumer>();
   // Consumers kafkajs gave up on (a crash it does not restart from): the process consumes nothing more on
   // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
@@ -193,12 +220,13 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             topic: s.topic,
             numPartitions: s.partitions,
             replicationFactor: opts.replicationFactor,
-            configEntries: [
-              { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
+            configEntries: Object.entries({
+              'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
               // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
               // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
-              { name: 'min.insync.replicas', value: String(Math.min(2, opts.replicationFactor)) },
-            ],
+              'min.insync.replicas': String(Math.min(2, opts.replicationFactor)),
+              ...s.config,
+            }).map(([name, value]) => ({ name, value })),
           })),
         });
       }
@@ -208,11 +236,69 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         const ready = await admin
           .fetchTopicMetadata({ topics: names })
           .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
+          .then(async (led) => led && (missing.length === 0 || (await servesOffsets(missing.map((s) => s.topic)))))
           .catch(() => false);
         if (ready) return;
         if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
         await new Promise((r) => setTimeout(r, 100));
       }
+    },
+
+    async alignTopicConfigs(specs) {
+      const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
+      if (wanted.length === 0) return [];
+      await connectAdmin();
+      const existing = new Set(await admin.listTopics());
+      const present = wanted.filter((s) => existing.has(s.topic));
+      if (present.length === 0) return [];
+      const described = await describeTopics(present.map((s) => s.topic));
+      const changes: ConfigChange[] = [];
+      const resources = [];
+      for (const spec of present) {
+        const entries = described.get(spec.topic) ?? [];
+        const own = new Map(entries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e]));
+        const mine: ConfigChange[] = [];
+        for (const [name, to] of Object.entries(spec.config!)) {
+          const current = own.get(name);
+          if (current?.configValue === to) continue;
+          const effective = current ?? entries.find((e) => e.configName === name);
+          mine.push({ topic: spec.topic, name, from: effective?.configValue ?? null, inherited: current === undefined, to });
+        }
+        if (mine.length === 0) continue;
+        // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
+        // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
+        // So the topic's own settings are sent back with the changes. Read-modify-write: a setting changed by
+        // someone else between the two requests is lost; running `topics ensure` alone avoids that.
+        const sensitive = [...own.values()].filter((e) => e.isSensitive);
+        if (sensitive.length > 0) {
+          throw new Error(`topic ${spec.topic} has sensitive settings (${sensitive.map((e) => e.configName).join(', ')}) that cannot be read back; set ${mine.map((c) => c.name).join(', ')} with kafka-configs.sh`);
+        }
+        const merged = new Map([...own].map(([name, e]) => [name, e.configValue]));
+        for (const c of mine) merged.set(c.name, c.to);
+        resources.push({ type: ConfigResourceTypes.TOPIC, name: spec.topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) });
+        changes.push(...mine);
+      }
+      if (resources.length === 0) return changes;
+      await admin.alterConfigs({ validateOnly: false, resources });
+      // The broker answers before it applies the change (KRaft: once the controller wrote the record), so a
+      // describe right after may still show the old values. Resolve when they read back, as the port says.
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const now = await describeTopics([...new Set(changes.map((c) => c.topic))]);
+        const pending = changes.filter(
+          (c) => !(now.get(c.topic) ?? []).some((e) => e.configName === c.name && e.configValue === c.to && e.configSource === ConfigSource.TOPIC_CONFIG),
+        );
+        if (pending.length === 0) return changes;
+        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    },
+
+    async topicConfigs(topicNames) {
+      if (topicNames.length === 0) return {};
+      await connectAdmin();
+      const described = await describeTopics(topicNames);
+      return Object.fromEntries(topicNames.map((t) => [t, Object.fromEntries((described.get(t) ?? []).map((e) => [e.configName, e.configValue]))]));
     },
 
     async publish(topic, records) {

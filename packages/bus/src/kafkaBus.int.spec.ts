@@ -1,5 +1,5 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { Kafka, logLevel } from 'kafkajs';
+import { ConfigResourceTypes, ConfigSource, Kafka, logLevel } from 'kafkajs';
 import { createLogger } from '@shopstream/telemetry';
 import { testInfra, uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './conformance/busConformance.js';
@@ -53,6 +53,52 @@ describe('Kafka adapter', () => {
       await admin.connect();
       const [p] = await admin.fetchTopicOffsets(topic);
       expect(Number(p.high)).toBe(4);
+    } finally {
+      await bus.close();
+    }
+  }, 60_000);
+});
+
+describe('Kafka adapter: topic settings', () => {
+  it('aligns retention without resetting the topic\'s other settings (AlterConfigs resets what it is not given)', async () => {
+    const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'align-configs', replicationFactor: 1, logger });
+    const admin = new Kafka({ clientId: 'align-configs-admin', brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    admins.push(admin);
+    try {
+      await admin.connect();
+      const topic = `${prefix}align-preserves`;
+      // As an older Shopstream, or an operator, left it: finite retention, its own limits.
+      await admin.createTopics({
+        topics: [
+          {
+            topic,
+            numPartitions: 1,
+            configEntries: [
+              { name: 'retention.ms', value: '86400000' },
+              { name: 'max.message.bytes', value: '2097152' },
+              { name: 'min.insync.replicas', value: '1' },
+              { name: 'cleanup.policy', value: 'delete' },
+            ],
+          },
+        ],
+      });
+      const own = async () => {
+        const { resources } = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }] });
+        return Object.fromEntries(resources[0].configEntries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e.configValue]));
+      };
+      const changes = await bus.alignTopicConfigs([{ topic, partitions: 1, config: { 'retention.ms': '-1', 'retention.bytes': '-1' } }]);
+      expect(changes).toEqual([
+        { topic, name: 'retention.ms', from: '86400000', inherited: false, to: '-1' },
+        { topic, name: 'retention.bytes', from: '-1', inherited: true, to: '-1' },
+      ]);
+      expect(await own()).toEqual({
+        'retention.ms': '-1',
+        'retention.bytes': '-1',
+        'max.message.bytes': '2097152',
+        'min.insync.replicas': '1',
+        'cleanup.policy': 'delete',
+      });
+      expect(await bus.alignTopicConfigs([{ topic, partitions: 1, config: { 'retention.ms': '-1', 'retention.bytes': '-1' } }])).toEqual([]);
     } finally {
       await bus.close();
     }

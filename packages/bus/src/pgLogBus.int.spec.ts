@@ -5,7 +5,8 @@ import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
 import { waitFor } from '@shopstream/testkit/harness';
 import { BusUnavailableError, type Batch, type Bus, type Subscription } from './port.js';
-import { createPgLogBus, type PgLogBusOptions } from './pglog/pgLogBus.js';
+import { createPgLogBus, UnsupportedTopicConfigError, type PgLogBusOptions } from './pglog/pgLogBus.js';
+import { trimExpiredRecords } from './pglog/trimRecords.js';
 import { UnknownTopicError } from './pglog/appendRecords.js';
 import { partitionFor } from './pglog/partitionFor.js';
 
@@ -155,5 +156,64 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     expect(m1.batches.map((x) => x.records[0].offset)).toEqual(['0']);
     const rows = await db.query(sql`SELECT next_offset FROM bus_group_offsets WHERE group_id = ${g}`);
     expect(rows).toEqual([{ next_offset: '1' }]);
+  });
+
+  it('trims a derived topic\'s records past its retention, a prefix at a time, and never a kept topic\'s', async () => {
+    const b = await newBus({ trimIntervalMs: 0 });
+    const derived = `${prefix}trim-derived`;
+    const source = `${prefix}trim-source`;
+    await b.ensureTopics([
+      { topic: derived, partitions: 1, config: { 'retention.ms': String(30 * 86_400_000), 'retention.bytes': '-1' } },
+      { topic: source, partitions: 1, config: { 'retention.ms': '-1', 'retention.bytes': '-1' } },
+    ]);
+    const ten = Array.from({ length: 10 }, (_, i) => ({ key: 'shop', value: `v${i}` }));
+    await b.publish(derived, ten);
+    await b.publish(source, ten);
+    // Records 0-5 and 8 of both topics are 40 days old; 6, 7 and 9 are new.
+    await db.query(sql`
+      UPDATE bus_records SET created_at = now() - interval '40 days'
+      WHERE topic IN (${derived}, ${source}) AND ("offset" < 6 OR "offset" = 8)`);
+
+    const trimmed = (await trimExpiredRecords(db, { batchSize: 4 })).filter((t) => t.topic === derived || t.topic === source);
+    expect(trimmed).toEqual([{ topic: derived, partition: 0, deleted: 6 }]);
+    const held = async (t: string) => (await db.query(sql`SELECT "offset" FROM bus_records WHERE topic = ${t} ORDER BY "offset"`)).map((r) => Number(r.offset));
+    // 8 is old but follows a young record: like Kafka's segments, only a prefix goes, so offsets stay dense.
+    expect(await held(derived)).toEqual([6, 7, 8, 9]);
+    expect(await held(source)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(await b.offsets(derived)).toEqual([{ partition: 0, low: '6', high: '10' }]);
+    expect(await b.offsets(source)).toEqual([{ partition: 0, low: '0', high: '10' }]);
+
+    // A new group starts at the first record held, and its lag counts only what is there.
+    const g = `g-${randomUUID()}`;
+    expect(await b.lag(g, [derived])).toEqual([{ topic: derived, partition: 0, lag: 4 }]);
+    const c = await collect(b, g, derived);
+    await waitFor(() => c.records().length === 4, { message: 'the four records held' });
+    expect(c.records().map((r) => [r.offset, r.value.toString()])).toEqual([6, 7, 8, 9].map((o) => [String(o), `v${o}`]));
+    expect((await trimExpiredRecords(db)).filter((t) => t.topic === derived || t.topic === source)).toEqual([]);
+  });
+
+  it('trims on its own, every trimIntervalMs, once the topic is aligned to a finite retention', async () => {
+    const b = await newBus({ trimIntervalMs: 50 });
+    const t = `${prefix}trim-timer`;
+    await b.ensureTopics([{ topic: t, partitions: 1 }]);
+    await b.publish(t, [{ key: 'k', value: 'old' }, { key: 'k', value: 'new' }]);
+    await db.query(sql`UPDATE bus_records SET created_at = now() - interval '2 days' WHERE topic = ${t} AND "offset" = 0`);
+    expect(await b.alignTopicConfigs([{ topic: t, partitions: 1, config: { 'retention.ms': '86400000' } }])).toEqual([
+      { topic: t, name: 'retention.ms', from: '-1', inherited: false, to: '86400000' },
+    ]);
+    await waitFor(async () => (await b.offsets(t))[0].low === '1', { message: 'the old record trimmed by the timer' });
+    expect(await b.offsets(t)).toEqual([{ partition: 0, low: '1', high: '2' }]);
+  });
+
+  it('refuses settings it cannot honour, naming them', async () => {
+    const b = await newBus();
+    const t = `${prefix}unsupported`;
+    const refused: Record<string, string>[] = [{ 'retention.bytes': '1073741824' }, { 'retention.ms': '0' }, { 'cleanup.policy': 'compact' }];
+    for (const config of refused) {
+      const err = await b.ensureTopics([{ topic: t, partitions: 1, config }]).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(UnsupportedTopicConfigError);
+      expect((err as Error).message).toContain(`${Object.keys(config)[0]}=${Object.values(config)[0]}`);
+    }
+    expect(await db.query(sql`SELECT topic FROM bus_topics WHERE topic = ${t}`)).toEqual([]);
   });
 });

@@ -51,6 +51,21 @@ export interface Subscription {
 export interface TopicSpec {
   topic: string;
   partitions: number;
+  /**
+   * Topic-level settings, by their Kafka names (`retention.ms`, `retention.bytes`). The Postgres log knows
+   * only those two, and refuses a finite `retention.bytes`.
+   */
+  config?: Record<string, string>;
+}
+
+/** One setting of one topic that alignTopicConfigs changed. */
+export interface ConfigChange {
+  topic: string;
+  name: string;
+  /** The value in effect before: the topic's own, or the broker's default when `inherited`. */
+  from: string | null;
+  inherited: boolean;
+  to: string;
 }
 
 /** Where one partition's log starts and ends. */
@@ -73,6 +88,14 @@ export interface Bus {
   readonly features: BusFeatures;
   /** Creates the topics that do not exist yet; existing ones are left as they are. */
   ensureTopics(specs: TopicSpec[]): Promise<void>;
+  /**
+   * Gives existing topics the `config` of their spec, as their own settings (not inherited from a broker
+   * default that may change), and leaves every other setting as it was. Resolves once the changes read back;
+   * returns what changed. Topics that do not exist are skipped (ensureTopics creates them).
+   */
+  alignTopicConfigs(specs: TopicSpec[]): Promise<ConfigChange[]>;
+  /** The settings in effect for each named topic, by Kafka name; at least `retention.ms` and `retention.bytes`. */
+  topicConfigs(topics: string[]): Promise<Record<string, Record<string, string>>>;
   /**
    * Resolves once the log durably holds every record (Kafka: acks from all in-sync replicas).
    * Rejects with BusUnavailableError when it cannot take them; then none is reported written.

@@ -19,6 +19,8 @@ export const envSchema = z.object({
   KAFKA_PARTITIONS: int(12),
   KAFKA_REPLICATION: int(1),
   TOPIC_PREFIX: z.string().default(''),
+  // How long derived topics (metrics, flow-triggers) keep records; source and dead-letter topics keep all.
+  DERIVED_TOPIC_RETENTION_MS: int(30 * 24 * 60 * 60 * 1000),
   // HTTP
   HOST: z.string().default('0.0.0.0'),
   PORT: z.coerce.number().int().min(0).max(65535).default(8080),

@@ -1,4 +1,4 @@
-import { createKafkaBus, createPgLogBus, topicNames, type Bus, type TopicNames } from '@shopstream/bus';
+import { createKafkaBus, createPgLogBus, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
 import { runningMode, type Env } from '@shopstream/config';
 import { migrate, openDb, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
@@ -16,12 +16,20 @@ export interface Runtime {
   close(): Promise<void>;
 }
 
+export interface RuntimeOptions {
+  /**
+   * Warn when a topic that must keep every record (source, dead letter) would delete some. Default true;
+   * `pnpm cli topics ensure`, which is what the warning advises, turns it off.
+   */
+  checkRetention?: boolean;
+}
+
 /**
  * Opens the database (the server at DATABASE_URL, else PGlite in DATA_DIR) and applies migrations,
  * opens the bus (Kafka at KAFKA_BROKERS, else the Postgres log on that database), creates the topics
  * Shopstream owns, and makes the BOOTSTRAP_API_KEYS exist.
  */
-export async function openRuntime(env: Env, name: string): Promise<Runtime> {
+export async function openRuntime(env: Env, name: string, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = createLogger(name, env.LOG_LEVEL);
   collectProcessMetrics();
   const db = await openDb(
@@ -40,8 +48,14 @@ export async function openRuntime(env: Env, name: string): Promise<Runtime> {
         })
       : await createPgLogBus({ db, logger });
     const topics = topicNames(env.TOPIC_PREFIX);
-    const owned = [topics.events, topics.metrics, topics.flowTriggers, topics.conversations];
-    await bus.ensureTopics([...owned, ...owned.map((t) => topics.dlq(t))].map((topic) => ({ topic, partitions: env.KAFKA_PARTITIONS })));
+    const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
+    await bus.ensureTopics(specs);
+    // The Postgres log is Shopstream's own table, so its topics follow the roles without an operator's step
+    // (an embedded install never runs `topics ensure`). A Kafka cluster is the operator's: only warn there.
+    if (bus.kind === 'pglog') {
+      for (const c of await bus.alignTopicConfigs(specs)) logger.info(c, `topic ${c.topic}: ${c.name} ${c.from} -> ${c.to}`);
+    }
+    if (options.checkRetention ?? true) await checkTopicRetention(bus, specs, logger);
     const apiKeys = new ApiKeyStore(db, env.API_KEY_CACHE_TTL_MS);
     const n = await bootstrapApiKeys(apiKeys, env.BOOTSTRAP_API_KEYS);
     if (n > 0) logger.info({ keys: n }, 'bootstrap API keys ensured');
@@ -62,4 +76,37 @@ export async function openRuntime(env: Env, name: string): Promise<Runtime> {
     await db.close().catch(() => {});
     throw e;
   }
+}
+
+export interface FiniteRetention {
+  topic: string;
+  config: string;
+  value: string;
+}
+
+/**
+ * Warns, once per setting at start, when a topic that must keep every record (source, dead letter) is set
+ * to delete some, by its own setting or by the broker's default; returns what it warned about.
+ */
+export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], logger: Logger): Promise<FiniteRetention[]> {
+  const kept = specs.filter((s) => s.role !== 'derived').map((s) => s.topic);
+  let configs: Record<string, Record<string, string>>;
+  try {
+    configs = await bus.topicConfigs(kept);
+  } catch (e) {
+    // A check, not a dependency: a broker that refuses DescribeConfigs (ACLs) must not keep a service down.
+    logger.warn({ err: e }, 'could not read the topics\' retention; run `pnpm cli topics ensure` to check it');
+    return [];
+  }
+  const found: FiniteRetention[] = [];
+  for (const topic of kept) {
+    for (const { name, value } of finiteRetention(configs[topic] ?? {})) {
+      found.push({ topic, config: name, value });
+      logger.warn(
+        { topic, config: name, value },
+        `topic ${topic} has ${name}=${value}: the log deletes records that projections are rebuilt from; run \`pnpm cli topics ensure\` to keep them all`,
+      );
+    }
+  }
+  return found;
 }

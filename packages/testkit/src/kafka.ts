@@ -75,7 +75,11 @@ const BROKER_SETTINGS: Record<string, string> = {
   'share.coordinator.state.topic.min.isr': '1',
   'group.initial.rebalance.delay.ms': '0',
   'log.segment.bytes': String(16 * 1024 * 1024),
-  'log.retention.hours': '24',
+  // No deletion by age by default: the source topics (events, conversations) are what projections are rebuilt
+  // from, and a topic created without its own retention (by hand, or by an older Shopstream) must not quietly
+  // lose records after a day. Shopstream's topics carry their own retention (packages/bus topicRoles.ts):
+  // kept forever for source and dead-letter topics, DERIVED_TOPIC_RETENTION_MS for derived ones.
+  'log.retention.ms': '-1',
   // The default 128 MiB compaction buffer would take a quarter of the 512 MiB heap for nothing.
   'log.cleaner.dedupe.buffer.size': String(8 * 1024 * 1024),
   'num.network.threads': '2',

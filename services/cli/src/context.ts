@@ -1,5 +1,5 @@
 import { loadEnv } from '@shopstream/config';
-import { openRuntime, type Runtime } from '@shopstream/runtime';
+import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 
 /** The embedded database's directory is held by a running server (PGlite admits one process). */
@@ -14,11 +14,11 @@ export class EmbeddedServerRunningError extends Error {
  * Opens the same ports a service would, from the same environment. In embedded mode PGlite admits one
  * process: when a running `pnpm start` holds DATA_DIR, say so and what to do instead.
  */
-export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>): Promise<T> {
+export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: RuntimeOptions = {}): Promise<T> {
   const env = loadEnv({ LOG_LEVEL: 'warn', ...process.env });
   let rt: Runtime;
   try {
-    rt = await openRuntime(env, 'cli');
+    rt = await openRuntime(env, 'cli', options);
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       throw new EmbeddedServerRunningError(

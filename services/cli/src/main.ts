@@ -7,7 +7,7 @@ import { inspect } from 'node:util';
 
 const commands: Record<string, { file: string; summary: string }> = {
   migrate: { file: './commands/migrate.js', summary: 'apply database migrations' },
-  topics: { file: './commands/topics.js', summary: 'topics ensure: create the topics Shopstream owns' },
+  topics: { file: './commands/topics.js', summary: 'topics ensure: create the topics Shopstream owns, give each the retention of its role' },
   'api-keys': { file: './commands/apiKeys.js', summary: 'api-keys create|list|revoke' },
   flows: { file: './commands/flows.js', summary: 'flows create|list|pause|resume|delete' },
   conversations: { file: './commands/conversations.js', summary: 'conversations import <file.jsonl|->' },

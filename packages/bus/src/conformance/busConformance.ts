@@ -265,6 +265,38 @@ export function busConformance(h: BusConformanceHarness): void {
       await b.deleteGroup(groupId('never-existed'));
     });
 
+    it('creates topics with the retention of their spec, reads it back, and aligns an existing topic once', async () => {
+      const b = await bus();
+      const kept = h.topicName('retention-kept');
+      const derived = h.topicName('retention-derived');
+      const drifted = h.topicName('retention-drifted');
+      const forever = { 'retention.ms': '-1', 'retention.bytes': '-1' };
+      await b.ensureTopics([
+        { topic: kept, partitions: 1, config: forever },
+        { topic: derived, partitions: 1, config: { 'retention.ms': '3600000', 'retention.bytes': '-1' } },
+        { topic: drifted, partitions: 1, config: { 'retention.ms': '86400000' } },
+      ]);
+      const read = await b.topicConfigs([kept, derived, drifted]);
+      const retention = (t: string) => ({ ms: read[t]['retention.ms'], bytes: read[t]['retention.bytes'] });
+      expect(retention(kept)).toEqual({ ms: '-1', bytes: '-1' });
+      expect(retention(derived)).toEqual({ ms: '3600000', bytes: '-1' });
+      expect(retention(drifted).ms).toBe('86400000');
+
+      // ensureTopics leaves an existing topic's settings alone; alignTopicConfigs is what changes them.
+      await b.ensureTopics([{ topic: drifted, partitions: 1, config: forever }]);
+      expect((await b.topicConfigs([drifted]))[drifted]['retention.ms']).toBe('86400000');
+      const changes = await b.alignTopicConfigs([
+        { topic: kept, partitions: 1, config: forever },
+        { topic: drifted, partitions: 1, config: forever },
+        { topic: h.topicName('retention-never-created'), partitions: 1, config: forever },
+      ]);
+      expect(changes.find((c) => c.name === 'retention.ms')).toEqual({ topic: drifted, name: 'retention.ms', from: '86400000', inherited: false, to: '-1' });
+      // Kafka also records retention.bytes as the topic's own setting (it was inherited); the Postgres log has no such limit.
+      expect(changes.every((c) => c.topic === drifted && c.to === '-1')).toBe(true);
+      expect((await b.topicConfigs([drifted]))[drifted]['retention.ms']).toBe('-1');
+      expect(await b.alignTopicConfigs([{ topic: drifted, partitions: 1, config: forever }])).toEqual([]);
+    });
+
     it('gives every record to each of two groups', async () => {
       const b = await bus();
       const t = await topic(b, 'two-groups');

@@ -1,2 +1,3 @@
-export { createPgLogBus, type PgLogBusOptions } from './pgLogBus.js';
+export { createPgLogBus, type PgLogBusOptions, UnsupportedTopicConfigError } from './pgLogBus.js';
+export { trimExpiredRecords, type TrimmedPartition } from './trimRecords.js';
 export { UnknownTopicError } from './appendRecords.js';

@@ -2,10 +2,11 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
+import { BusUnavailableError, type Bus, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
 import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
 import { startPgLogConsumer, type PgLogConsumerTuning } from './pgLogConsumer.js';
+import { trimExpiredRecords } from './trimRecords.js';
 
 export interface PgLogBusOptions {
   db: Db;
@@ -21,6 +22,28 @@ export interface PgLogBusOptions {
   retryBackoffMs?: number;
   /** Most records per batch. */
   batchSize?: number;
+  /**
+   * How often records past their topic's retention are deleted (trimRecords.ts); 0 never, e.g. for a
+   * short-lived command. Every process on the database may trim: deleting the same rows twice is harmless.
+   */
+  trimIntervalMs?: number;
+}
+
+/** A topic setting the Postgres log cannot honour. */
+export class UnsupportedTopicConfigError extends Error {
+  constructor(topic: string, name: string, value: string) {
+    super(`The Postgres-log bus cannot apply ${name}=${value} to topic "${topic}": it knows retention.ms (-1 or a positive number of ms) and retention.bytes=-1 only`);
+    this.name = 'UnsupportedTopicConfigError';
+  }
+}
+
+/** The retention.ms a spec asks for (-1 when it names none), refusing what this log cannot do. */
+function retentionMsOf(spec: TopicSpec): string {
+  for (const [name, value] of Object.entries(spec.config ?? {})) {
+    const ok = name === 'retention.ms' ? value === '-1' || /^[1-9]\d*$/.test(value) : name === 'retention.bytes' && value === '-1';
+    if (!ok) throw new UnsupportedTopicConfigError(spec.topic, name, value);
+  }
+  return spec.config?.['retention.ms'] ?? '-1';
 }
 
 const topicList = (topics: string[]): SQLQuery => sql.join(topics.map((t) => sql`${t}`), sql`, `);
@@ -89,6 +112,21 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
   const subscriptions = new Set<Subscription>();
   const member = `${hostname()}/${process.pid}`;
 
+  // Unref'd: a process with nothing else to do exits without waiting for the next trim.
+  let trimming: Promise<void> | null = null;
+  const trimEvery = opts.trimIntervalMs ?? 60_000;
+  const trimTimer =
+    trimEvery > 0
+      ? setInterval(() => {
+          trimming ??= trimExpiredRecords(db)
+            .then((trimmed) => {
+              for (const t of trimmed) log.info(t, 'deleted records past their topic retention');
+            })
+            .catch((e) => log.warn({ err: e }, 'trimming records past their topic retention failed; the next run retries'))
+            .finally(() => (trimming = null));
+        }, trimEvery).unref()
+      : null;
+
   return {
     kind: 'pglog',
     features: { consumerGroupsSharePartitions: false },
@@ -96,10 +134,11 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
     async ensureTopics(specs: TopicSpec[]) {
       if (specs.length === 0) return;
       const topics = specs.map((s) => s.topic);
+      const rows = specs.map((s) => sql`(${s.topic}, ${s.partitions}, ${retentionMsOf(s)}::bigint)`);
       await db.tx(async (tx) => {
         await tx.query(sql`
-          INSERT INTO bus_topics (topic, partitions)
-          VALUES ${sql.join(specs.map((s) => sql`(${s.topic}, ${s.partitions})`), sql`, `)}
+          INSERT INTO bus_topics (topic, partitions, retention_ms)
+          VALUES ${sql.join(rows, sql`, `)}
           ON CONFLICT (topic) DO NOTHING`);
         await tx.query(sql`
           INSERT INTO bus_partitions (topic, partition)
@@ -107,6 +146,32 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
           WHERE t.topic IN (${topicList(topics)})
           ON CONFLICT (topic, partition) DO NOTHING`);
       });
+    },
+
+    async alignTopicConfigs(specs) {
+      const wanted = specs.filter((s) => s.config?.['retention.ms'] !== undefined);
+      const asked = new Map(wanted.map((s) => [s.topic, retentionMsOf(s)]));
+      if (asked.size === 0) return [];
+      return db.tx(async (tx) => {
+        const rows = await tx.query(sql`SELECT topic, retention_ms FROM bus_topics WHERE topic IN (${topicList([...asked.keys()])}) ORDER BY topic FOR UPDATE`);
+        const changes: ConfigChange[] = [];
+        for (const r of rows) {
+          const to = asked.get(r.topic)!;
+          if (String(r.retention_ms) === to) continue;
+          await tx.query(sql`UPDATE bus_topics SET retention_ms = ${to}::bigint WHERE topic = ${r.topic}`);
+          changes.push({ topic: r.topic, name: 'retention.ms', from: String(r.retention_ms), inherited: false, to });
+        }
+        return changes;
+      });
+    },
+
+    async topicConfigs(topics) {
+      if (topics.length === 0) return {};
+      const rows = await db.query(sql`SELECT topic, retention_ms FROM bus_topics WHERE topic IN (${topicList(topics)})`);
+      const found = new Map(rows.map((r) => [r.topic as string, String(r.retention_ms)]));
+      const missing = topics.filter((t) => !found.has(t));
+      if (missing.length > 0) throw new UnknownTopicError(missing);
+      return Object.fromEntries(topics.map((t) => [t, { 'retention.ms': found.get(t)!, 'retention.bytes': '-1' }]));
     },
 
     async publish(topic, records) {
@@ -154,7 +219,9 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
     async lag(groupId, topics) {
       if (topics.length === 0) return [];
       const rows = await db.query(sql`
-        SELECT p.topic, p.partition, p.next_offset - COALESCE(o.next_offset, 0) AS lag
+        SELECT p.topic, p.partition,
+               p.next_offset - GREATEST(COALESCE(o.next_offset, 0),
+                 COALESCE((SELECT min(r."offset") FROM bus_records r WHERE r.topic = p.topic AND r.partition = p.partition), p.next_offset)) AS lag
         FROM bus_partitions p
         LEFT JOIN bus_group_offsets o ON o.group_id = ${groupId} AND o.topic = p.topic AND o.partition = p.partition
         WHERE p.topic IN (${topicList(topics)})
@@ -186,6 +253,8 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
     },
 
     async close() {
+      if (trimTimer) clearInterval(trimTimer);
+      await trimming;
       await Promise.all([...subscriptions].map((s) => s.stop()));
       await batcher.close();
       const l = listening;

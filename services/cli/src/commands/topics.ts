@@ -1,20 +1,41 @@
+import { ownedTopicSpecs, type ConfigChange } from '@shopstream/bus';
+import type { Runtime } from '@shopstream/runtime';
 import { withRuntime } from '../context.js';
 
 export const usage = `Usage: pnpm cli topics ensure
 
 Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations and a .dlq for each),
-with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX. Existing topics are left as they are.`;
+with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
+new or existing, the retention of its role: source topics (events, conversations) and dead-letter topics
+keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
+DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
+Other settings of an existing topic, and its partitions, are left as they are.`;
+
+/** Aligns the owned topics (the runtime created the missing ones) and says what happened, line by line. */
+export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange[]; lines: string[] }> {
+  const specs = ownedTopicSpecs(rt.topics, { partitions: rt.env.KAFKA_PARTITIONS, derivedRetentionMs: rt.env.DERIVED_TOPIC_RETENTION_MS });
+  const changes = await rt.bus.alignTopicConfigs(specs);
+  const where = rt.bus.kind === 'kafka' ? `Kafka at ${rt.env.KAFKA_BROKERS?.join(',')}` : 'the Postgres log';
+  const width = Math.max(...specs.map((s) => s.topic.length));
+  const lines = [
+    `Topics on ${where}:`,
+    ...specs.map((s) => `  ${s.topic.padEnd(width)}  ${s.role === 'derived' ? `derived: keeps ${s.config['retention.ms']} ms` : `${s.role}: keeps every record`}`),
+  ];
+  if (changes.length === 0) lines.push('Nothing changed: every topic already had the settings of its role.');
+  else {
+    lines.push(`Changed ${changes.length} setting${changes.length === 1 ? '' : 's'}:`);
+    for (const c of changes) lines.push(`  ${c.topic} ${c.name}: ${c.from ?? 'unknown'}${c.inherited ? ' (broker default)' : ''} -> ${c.to}`);
+  }
+  return { changes, lines };
+}
 
 export async function run(args: string[]): Promise<number> {
-  if (args[0] !== 'ensure') {
+  if (args[0] !== 'ensure' || args.length > 1) {
     console.error(usage);
     return 2;
   }
-  // Opening the runtime ensures the topics: the same code path every service takes at start.
-  await withRuntime(async (rt) => {
-    const t = rt.topics;
-    const names = [t.events, t.metrics, t.flowTriggers, t.conversations].flatMap((n) => [n, t.dlq(n)]);
-    console.log(`Topics present on ${rt.bus.kind === 'kafka' ? rt.env.KAFKA_BROKERS?.join(',') : 'the Postgres log'}:\n  ${names.join('\n  ')}`);
-  });
+  // Opening the runtime creates the missing topics: the same code path every service takes at start. Its
+  // retention warning would advise running this very command, so it is left out.
+  await withRuntime(async (rt) => console.log((await ensureTopics(rt)).lines.join('\n')), { checkRetention: false });
   return 0;
 }
