@@ -1,6 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
+// Workspace packages resolve to their TypeScript sources under this condition (their exports' default is the
+// compiled dist/ of `pnpm build`), so tests run on sources without a build. Vite replaces its default
+// conditions when given any: they are restated after ours.
+const conditions = ['@shopstream/source', 'module', 'node', 'development|production'];
+
 export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions } },
   test: {
     // One real Kafka broker and one PostgreSQL server for the whole run; spec files get them via inject().
     globalSetup: ['packages/testkit/src/globalSetup.ts'],

@@ -18,7 +18,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const distinct = (rs: BusRecord[]) => [...new Map(rs.map((r) => [`${r.partition}/${r.offset}`, r])).values()];
 
 function startService(rt: Runtime, main: string): { child: ChildProcess; exited: Promise<number | null> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, main)], {
+  const child = spawn(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', path.join(root, main)], {
     cwd: root,
     env: {
       ...process.env,

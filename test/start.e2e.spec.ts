@@ -11,10 +11,11 @@ import { waitFor } from '@shopstream/testkit/harness';
 // data directory (embedded) or the Kafka broker and Postgres server (distributed).
 const repo = path.resolve(import.meta.dirname, '..');
 const tsx = path.join(repo, 'node_modules/.bin/tsx');
-// The container's command line, exactly as the Dockerfile has it (and what `pnpm start` runs): every start
-// here uses it, so the drain on SIGTERM is checked on what `docker stop` signals. Not the tsx CLI: it relays a
-// signal to its child and SIGKILLs the child when it does not confirm within 30 ms (a busy start-up).
-const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(path.join(repo, 'Dockerfile'), 'utf8'))![1]!) as string[];
+// What `pnpm start` runs, exactly as package.json has it: node itself on the sources (a supervisor that signals
+// only its child gets the drain). Not the tsx CLI: it relays a signal to its child and SIGKILLs the child when
+// it does not confirm within 30 ms (a busy start-up). The image's command line, on the built JS and Node 24, is
+// test/start.node24.e2e.spec.ts's.
+const entrypoint = (JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')).scripts.start as string).split(' ');
 const children = new Set<ChildProcess>();
 
 afterAll(() => {
@@ -58,7 +59,7 @@ async function stopShopstream(s: Started): Promise<number | null> {
 
 function runCli(args: string[], env: Record<string, string>): Promise<{ code: number | null; out: string }> {
   return new Promise((resolve) => {
-    const child = spawn(tsx, ['services/cli/src/main.ts', ...args], {
+    const child = spawn(tsx, ['--conditions=@shopstream/source', 'services/cli/src/main.ts', ...args], {
       cwd: repo,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', LOG_LEVEL: 'warn', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],

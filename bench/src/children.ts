@@ -35,7 +35,8 @@ export function spawnChild(name: string, entry: string, opts: SpawnOptions = {})
   mkdirSync(logDir, { recursive: true });
   const logFile = path.join(logDir, `${name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(logFile, 'a');
-  const execArgv = ['--import', 'tsx'];
+  // Sources, as `pnpm start` runs them (the workspace packages' exports default to their built dist/).
+  const execArgv = ['--conditions=@shopstream/source', '--import', 'tsx'];
   if (opts.cpuProfDir) {
     // One directory per process: tsx's loader thread writes a profile of its own beside the main thread's.
     const dir = path.join(opts.cpuProfDir, `${name}-${Date.now()}`);
