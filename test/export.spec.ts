@@ -310,6 +310,11 @@ describe('GET /v2026-04/conversations/export/', () => {
       [{ created_at__range: '2026-02-30T00:00:00Z,' }, 'created_at__range'],
       [{ created_at__range: 'relative:-7d' }, 'created_at__range'],
       [{ last_message_at__range: 'relative:+7d,' }, 'last_message_at__range'],
+      [{ updated_at__range: 'relative:-31d,' }, 'updated_at__range'],
+      [{ updated_at__range: '2026-02-01T00:00:00Z,2026-01-01T00:00:00Z' }, 'updated_at__range'],
+      [{ updated_at__range: ',relative:-1d' }, 'updated_at__range'],
+      [{ updated_at__range: 'since-last-run,' }, 'updated_at__range'],
+      [{ updated_at__range: '0000-12-31T00:00:00Z,0001-01-02T00:00:00Z' }, 'updated_at__range'],
       [{ colour: 'blue' }, 'colour'],
       [{ limit: '0' }, 'limit'],
       [{ limit: '101' }, 'limit'],
@@ -476,6 +481,127 @@ describe('GET /v2026-04/conversations/export/', () => {
       expect(main).not.toContain('"Node Type":"Sort"');
       expect(rest.join()).toContain('"Index Name":"conversation_messages_by_conversation"');
       expect(rest.join()).not.toContain('Seq Scan');
+    }
+  });
+});
+
+describe('GET /v2026-04/conversations/export/?updated_at__range= (incremental export)', () => {
+  const T = Date.parse('2026-04-15T12:00:00.000Z');
+  const iso = (ms: number) => new Date(ms).toISOString();
+  /** The export's order under an updated_at window. */
+  const byUpdated = (cs: ConversationData[]) =>
+    cs.slice().sort((a, b) => Date.parse(a.updated_at) - Date.parse(b.updated_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+
+  it('a conversation changed after a pass is in the next window, once; nothing unchanged comes back; pages in (updated_at, id) order', async () => {
+    const { shopId, headers } = await createTestShop(rt);
+    now = T;
+    // Created long before any window (created_at plays no part), updated within the last two days on 9
+    // distinct instants: ties broken by id.
+    const cs = Array.from({ length: 25 }, (_, i) =>
+      conversation({ created_at: iso(T - (100 + i) * DAY), updated_at: iso(T - 2 * DAY + (i % 9) * 3600_000), resolution: 'soft' }),
+    );
+    await seed(shopId, cs);
+    const firstRunStart = iso(T - 3 * DAY);
+
+    // First run: `<start>,` resolves its end to now (T) and keeps it on every page.
+    const first = await page(exportUrl({ updated_at__range: `${firstRunStart},`, limit: '4' }), headers);
+    const seen = first.results.map((c) => c.id);
+    expect(seen).toEqual(byUpdated(cs).slice(0, 4).map((c) => c.id));
+    // While it pages, one conversation already seen and one not yet reached are changed (resolved) after T.
+    now = T + 3600_000;
+    const changedSeen = { ...cs.find((c) => c.id === seen[0])!, updated_at: iso(T + 10 * 60_000), resolution: 'hard' as const };
+    const notYet = byUpdated(cs)[20];
+    const changedAhead = { ...notYet, updated_at: iso(T + 20 * 60_000), resolution: 'human' as const };
+    await seed(shopId, [changedSeen, changedAhead]);
+    let p = first;
+    while (p.next) {
+      p = await page(p.next, headers);
+      seen.push(...p.results.map((c) => c.id));
+    }
+    // Each once, in (updated_at, id) order; the one changed ahead left the pinned window (it is the next run's).
+    expect(seen).toEqual(byUpdated(cs).filter((c) => c.id !== notYet.id).map((c) => c.id));
+    // Backward from the last page gives the same pages.
+    const back: string[] = [];
+    let q: Page | null = p;
+    while (q) {
+      back.unshift(...q.results.map((c) => c.id));
+      q = q.previous ? await page(q.previous, headers) : null;
+    }
+    // (Without the one changed since: it left the pinned window, read as it is now.)
+    expect(back).toEqual(seen.filter((id) => id !== changedSeen.id));
+
+    // Second run: from the first run's end. Exactly the two changed, each once, in the order they changed,
+    // as they are now.
+    const second = await walk({ updated_at__range: `${iso(T)},`, limit: '1' }, headers);
+    expect(second.flatMap((x) => x.results).map((c) => [c.id, c.resolution, c.updated_at])).toEqual([
+      [changedSeen.id, 'hard', changedSeen.updated_at],
+      [changedAhead.id, 'human', changedAhead.updated_at],
+    ]);
+  });
+
+  it('ANDs with the other filters, created_at__range included, and keeps the (updated_at, id) order', async () => {
+    const { shopId, headers } = await createTestShop(rt);
+    now = T;
+    const agent = randomUUID();
+    // Created in the opposite order to their updates.
+    const cs = [0, 1, 2, 3, 4, 5].map((i) =>
+      conversation({ created_at: iso(T - (10 - i) * DAY), updated_at: iso(T - DAY + (5 - i) * 3600_000), agent_id: i % 2 === 0 ? agent : null }),
+    );
+    await seed(shopId, cs);
+    const window = `${iso(T - 2 * DAY)},${iso(T)}`;
+    expect(idsOf(await walk({ updated_at__range: window }, headers))).toEqual([5, 4, 3, 2, 1, 0].map((i) => cs[i].id));
+    // Created in [T-9d, T-6d): cs[1], cs[2], cs[3]; in updated order.
+    expect(idsOf(await walk({ updated_at__range: window, created_at__range: `${iso(T - 9 * DAY)},${iso(T - 6 * DAY)}`, limit: '1' }, headers))).toEqual(
+      [3, 2, 1].map((i) => cs[i].id),
+    );
+    expect(idsOf(await walk({ updated_at__range: window, agent_id: agent }, headers))).toEqual([4, 2, 0].map((i) => cs[i].id));
+    // Half-open on updated_at: cs[5] is at T-1d exactly (in), cs[0] at T-1d+5h (out when the end is there).
+    expect(idsOf(await walk({ updated_at__range: `${iso(T - DAY)},${iso(T - DAY + 5 * 3600_000)}` }, headers))).toEqual([5, 4, 3, 2, 1].map((i) => cs[i].id));
+    // The relative form resolves against now like the other ranges.
+    expect(idsOf(await walk({ updated_at__range: 'relative:-20h,relative:-19h' }, headers))).toEqual([cs[1].id]);
+  });
+
+  it('pins its window and order in the cursor: one made without it, or with another window, is a 400 invalid_cursor', async () => {
+    const { shopId, headers } = await createTestShop(rt);
+    now = T;
+    await seed(shopId, [0, 1, 2].map((i) => conversation({ created_at: iso(T - 5 * DAY + i * 1000), updated_at: iso(T - DAY + i * 1000) })));
+    const plain = await page(exportUrl({ limit: '1' }), headers);
+    const withUpdated = new URL(plain.next!);
+    withUpdated.searchParams.set('updated_at__range', 'relative:-7d,');
+    const incremental = await page(exportUrl({ updated_at__range: 'relative:-7d,', limit: '1' }), headers);
+    const otherWindow = new URL(incremental.next!);
+    otherWindow.searchParams.set('updated_at__range', 'relative:-6d,');
+    const dropped = new URL(incremental.next!);
+    dropped.searchParams.delete('updated_at__range');
+    for (const u of [withUpdated, otherWindow, dropped]) {
+      const r = await get(u.toString(), headers);
+      expect(r.status, u.toString()).toBe(400);
+      expect(r.body.error.code).toBe('invalid_cursor');
+    }
+    // Its own link repeats the parameter as written and keeps the first request's bounds.
+    expect(new URL(incremental.next!).searchParams.get('updated_at__range')).toBe('relative:-7d,');
+    now = T + 30 * DAY;
+    expect((await page(incremental.next!, headers)).results).toHaveLength(1);
+  });
+
+  it('reads a page by an index range scan of (shop_id, updated_at, id), with no sort of conversations', async () => {
+    const { shopId } = await createTestShop(rt);
+    const cs = Array.from({ length: 30 }, (_, i) => conversation({ created_at: iso(T - (i + 1) * DAY), updated_at: iso(T - DAY + i * 1000) }));
+    await seed(shopId, cs);
+    const o = byUpdated(cs);
+    const updatedAt = { start: (T - 2 * DAY) * 1000, end: T * 1000 };
+    for (const direction of ['next', 'prev'] as const) {
+      const r = await rt.db.tx(async (tx) => {
+        await tx.query(sql`SET LOCAL enable_seqscan = off`);
+        await tx.query(sql`SET LOCAL enable_bitmapscan = off`);
+        const statements: SQLQuery[] = [];
+        const capture = { query: (q: SQLQuery) => (statements.push(q), tx.query(q)) };
+        const p = await fetchExportPage(capture, { filters: { shopId, updatedAt }, direction, after: [o[15].updated_at.replace('Z', '000Z'), o[15].id], limit: 10 });
+        return { p, plan: JSON.stringify((await tx.query(sql`EXPLAIN (FORMAT JSON) ${statements[0]}`))[0]['QUERY PLAN']) };
+      });
+      expect(r.p.conversations.map((c) => c.id)).toEqual((direction === 'next' ? o.slice(16, 26) : o.slice(5, 15)).map((c) => c.id));
+      expect(r.plan).toContain('"Index Name":"conversations_export_updated"');
+      expect(r.plan).not.toContain('"Node Type":"Sort"');
     }
   });
 });

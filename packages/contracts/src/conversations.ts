@@ -166,6 +166,13 @@ export const exportQuerySchema = z
       .describe('Only conversations with these resolutions; comma-separated.'),
     created_at__range: rangeParam.optional(),
     last_message_at__range: rangeParam.optional(),
+    updated_at__range: rangeParam
+      .optional()
+      .describe(
+        'Half-open window `start,end` (start <= t < end) on updated_at, at most 30 days; each side as in created_at__range. ' +
+          'Given, results are ordered by (updated_at, id) instead of (created_at, id), and other filters still apply (AND). ' +
+          "To keep a copy in sync, pull `updated_at__range=<last run's end>,<now>` windows: a conversation changed since shows up again in the next window.",
+      ),
     limit: z
       .string()
       .regex(/^\d{1,6}$/, 'Must be an integer from 1 to 100.')

@@ -8,15 +8,16 @@ const window = z.tuple([z.number().int(), z.number().int()]);
 
 /**
  * What an export cursor pins: the direction, the position (the (created_at, id) key it starts after or
- * before, or null for the start or end of the results), a fingerprint of the filters as the client wrote
- * them (and of the shop), and the windows they resolved to at the first request.
+ * before, or (updated_at, id) under an updated_at window; null for the start or end of the results), a
+ * fingerprint of the filters as the client wrote them (and of the shop, so of the order too), and the
+ * windows they resolved to at the first request.
  */
 export const exportCursorSchema = z.object({
   v: z.literal(1),
   d: z.enum(['next', 'prev']),
   k: z.tuple([z.string(), z.uuid()]).nullable(),
   f: z.string(),
-  w: z.object({ c: window.optional(), l: window.optional() }),
+  w: z.object({ c: window.optional(), l: window.optional(), u: window.optional() }),
 });
 export type ExportCursor = z.infer<typeof exportCursorSchema>;
 

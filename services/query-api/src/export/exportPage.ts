@@ -14,10 +14,18 @@ export interface ExportFilters {
   resolutionIn?: string[];
   createdAt?: Window;
   lastMessageAt?: Window;
+  updatedAt?: Window;
 }
 
-/** A position in the (created_at, id) order: created_at as RFC 3339 text with microseconds. */
-export type Key = [createdAt: string, id: string];
+/**
+ * The column the pages are ordered by, with id: updated_at when an updated_at window is given (an incremental
+ * pull walks what changed in the order it changed), created_at otherwise.
+ */
+export type OrderColumn = 'created_at' | 'updated_at';
+export const orderColumnOf = (f: ExportFilters): OrderColumn => (f.updatedAt ? 'updated_at' : 'created_at');
+
+/** A position in the (order column, id) order: the column's value as RFC 3339 text with microseconds. */
+export type Key = [at: string, id: string];
 
 export interface PageRequest {
   filters: ExportFilters;
@@ -52,6 +60,7 @@ function whereOf(f: ExportFilters): SQLQuery {
   if (f.createdAt) w.push(sql`created_at >= ${formatMicros(f.createdAt.start)}::timestamptz AND created_at < ${formatMicros(f.createdAt.end)}::timestamptz`);
   if (f.lastMessageAt)
     w.push(sql`last_message_at >= ${formatMicros(f.lastMessageAt.start)}::timestamptz AND last_message_at < ${formatMicros(f.lastMessageAt.end)}::timestamptz`);
+  if (f.updatedAt) w.push(sql`updated_at >= ${formatMicros(f.updatedAt.start)}::timestamptz AND updated_at < ${formatMicros(f.updatedAt.end)}::timestamptz`);
   return sql.join(w, sql` AND `);
 }
 
@@ -63,19 +72,22 @@ const tsOrNull = (s: string | null): string | null => (s === null ? null : short
 
 /**
  * One page in at most three statements, whatever its size: the conversations (a range scan of the
- * (shop_id, created_at, id) index), all their messages, and, for a page reached by a cursor, whether
- * anything lies on the far side of it.
+ * (shop_id, created_at, id) or (shop_id, updated_at, id) index), all their messages, and, for a page reached
+ * by a cursor, whether anything lies on the far side of it.
  */
 export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<PageResult> {
   const where = whereOf(p.filters);
+  const column = orderColumnOf(p.filters);
+  const col = sql.ident(column);
   const keyCond =
     p.after === null
       ? sql`TRUE`
       : p.direction === 'next'
-        ? sql`(created_at, id) > (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`
-        : sql`(created_at, id) < (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`;
-  // Qualified: unqualified, ORDER BY would take the formatted created_at of the select list, and no index.
-  const order = p.direction === 'next' ? sql`ORDER BY c.created_at, c.id` : sql`ORDER BY c.created_at DESC, c.id DESC`;
+        ? sql`(${col}, id) > (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`
+        : sql`(${col}, id) < (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`;
+  // Qualified: unqualified, ORDER BY would take the formatted column of the select list, and no index.
+  const ordered = sql.ident('c', column);
+  const order = p.direction === 'next' ? sql`ORDER BY ${ordered}, c.id` : sql`ORDER BY ${ordered} DESC, c.id DESC`;
   const rows = await db.query(sql`
     SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
       ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
@@ -85,8 +97,8 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
   const more = rows.length > p.limit;
   const page = (more ? rows.slice(0, p.limit) : rows).slice();
   if (p.direction === 'prev') page.reverse();
-  const first: Key | null = page.length > 0 ? [page[0].created_at, page[0].id] : null;
-  const last: Key | null = page.length > 0 ? [page[page.length - 1].created_at, page[page.length - 1].id] : null;
+  const first: Key | null = page.length > 0 ? [page[0][column], page[0].id] : null;
+  const last: Key | null = page.length > 0 ? [page[page.length - 1][column], page[page.length - 1].id] : null;
 
   // Behind the page (where the cursor came from) there are results unless nothing matches any more there.
   const behindOf = async (): Promise<boolean> => {
@@ -96,8 +108,8 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
       edge === null
         ? sql`TRUE`
         : p.direction === 'next'
-          ? sql`(created_at, id) < (${edge[0]}::timestamptz, ${edge[1]}::uuid)`
-          : sql`(created_at, id) > (${edge[0]}::timestamptz, ${edge[1]}::uuid)`;
+          ? sql`(${col}, id) < (${edge[0]}::timestamptz, ${edge[1]}::uuid)`
+          : sql`(${col}, id) > (${edge[0]}::timestamptz, ${edge[1]}::uuid)`;
     return (await db.query(sql`SELECT 1 AS x FROM conversations WHERE ${where} AND ${cond} LIMIT 1`)).length > 0;
   };
   const ids = page.map((r) => r.id as string);

@@ -25,6 +25,7 @@ const filterParams = [
   'resolution__in',
   'created_at__range',
   'last_message_at__range',
+  'updated_at__range',
 ] as const satisfies readonly (keyof ExportQuery)[];
 
 const rateLimitHeaders = {
@@ -70,7 +71,8 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { rou
           path: EXPORT_PATH,
           summary: 'Export conversations',
           description:
-            'Conversations with their messages inlined, ordered by (created_at, id), oldest first, in keyset pages. ' +
+            'Conversations with their messages inlined, ordered by (created_at, id), oldest first, in keyset pages; ' +
+            'with updated_at__range, ordered by (updated_at, id): pull `updated_at__range=<last end>,<now>` windows to keep a copy in sync. ' +
             'Follow `next` until it is null. Filters are AND-combined; ranges are half-open (start <= t < end), at most 30 days. ' +
             'The cursor pins the filters and the resolved windows: use it with the same filters only. 60 requests per minute per API key and shop.',
           tags: ['Conversations'],
@@ -92,6 +94,7 @@ async function exportPage(req: Request, db: Queryable, codec: CursorCodec<Export
   const limit = q.limit ?? MAX_EXPORT_LIMIT;
   const created = q.created_at__range !== undefined ? parseRange('created_at__range', q.created_at__range) : undefined;
   const lastMessage = q.last_message_at__range !== undefined ? parseRange('last_message_at__range', q.last_message_at__range) : undefined;
+  const updated = q.updated_at__range !== undefined ? parseRange('updated_at__range', q.updated_at__range) : undefined;
 
   const fingerprint = filterFingerprint({
     shop: req.shopId,
@@ -104,11 +107,12 @@ async function exportPage(req: Request, db: Queryable, codec: CursorCodec<Export
     resolution__in: q.resolution__in?.slice().sort(),
     created_at__range: created && canonicalRange(created),
     last_message_at__range: lastMessage && canonicalRange(lastMessage),
+    updated_at__range: updated && canonicalRange(updated),
   });
 
   let direction: 'next' | 'prev' = 'next';
   let after: Key | null = null;
-  let windows: { c?: Window; l?: Window };
+  let windows: { c?: Window; l?: Window; u?: Window };
   if (q.cursor !== undefined) {
     const c = codec.decode(q.cursor);
     if (c.f !== fingerprint) {
@@ -118,13 +122,15 @@ async function exportPage(req: Request, db: Queryable, codec: CursorCodec<Export
     }
     direction = c.d;
     after = c.k;
-    windows = { c: c.w.c && { start: c.w.c[0], end: c.w.c[1] }, l: c.w.l && { start: c.w.l[0], end: c.w.l[1] } };
+    const win = (w: [number, number] | undefined) => w && { start: w[0], end: w[1] };
+    windows = { c: win(c.w.c), l: win(c.w.l), u: win(c.w.u) };
   } else {
     // Resolved once, here: every later page keeps these bounds, so a backfill does not drift while it pages.
     const now = clock() * 1000;
     windows = {
       c: created && resolveRange('created_at__range', created, now),
       l: lastMessage && resolveRange('last_message_at__range', lastMessage, now),
+      u: updated && resolveRange('updated_at__range', updated, now),
     };
   }
 
@@ -139,12 +145,14 @@ async function exportPage(req: Request, db: Queryable, codec: CursorCodec<Export
     resolutionIn: q.resolution__in,
     createdAt: windows.c,
     lastMessageAt: windows.l,
+    updatedAt: windows.u,
   };
   const page = await fetchExportPage(db, { filters, direction, after, limit });
 
   const w: ExportCursor['w'] = {
     ...(windows.c ? { c: [windows.c.start, windows.c.end] as [number, number] } : {}),
     ...(windows.l ? { l: [windows.l.start, windows.l.end] as [number, number] } : {}),
+    ...(windows.u ? { u: [windows.u.start, windows.u.end] as [number, number] } : {}),
   };
   const base = baseUrlOf(req, publicBaseUrl);
   const raw: Record<string, string | undefined> = {};
