@@ -234,6 +234,25 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     expect(triggers[0].n).toBe(new Set(accepted).size);
   }, 180_000);
 
+  it('switches only once a long read of the live tables let go, and then completes', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    // A read that keeps its transaction (and its lock on the table) open, as a slow export page would.
+    const reader = rt.db.tx(async (tx) => {
+      await tx.query(sql`SELECT count(*) FROM activities`);
+      await held;
+    });
+    let attempts = 0;
+    const rebuilding = rebuild(activityProjection as ProjectionDefinition<unknown>, (p) => {
+      if (p.phase === 'switching' && ++attempts === 2) release();
+    });
+    const result = await rebuilding;
+    await reader;
+    // The first attempt gave up on its lock; the one after the read ended switched.
+    expect(attempts).toBeGreaterThanOrEqual(2);
+    expect((await rt.db.query(sql`SELECT status FROM projection_rebuilds WHERE id = ${result.id}`))[0].status).toBe('switched');
+  }, 60_000);
+
   it('refuses a second rebuild of a projection while one runs, and changes nothing', async () => {
     const id = randomUUID();
     await rt.db.query(sql`

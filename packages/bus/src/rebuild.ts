@@ -266,7 +266,9 @@ async function trySwitch<T>(
 ): Promise<boolean> {
   try {
     await db.tx(async (tx) => {
-      await tx.query(sql`SET LOCAL lock_timeout = '10s'`);
+      // A long read holding the table makes the lock wait, and every read after it waits behind: give up
+      // soon and try again rather than stall the readers.
+      await tx.query(sql`SET LOCAL lock_timeout = '2s'`);
       await tx.query(sql`LOCK TABLE ${sql.join(def.tables.map((t) => sql.ident('public', t)), sql`, `)} IN ACCESS EXCLUSIVE MODE`);
       const deadline = Date.now() + 3_000;
       while ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) {
@@ -285,7 +287,8 @@ async function trySwitch<T>(
     });
     return true;
   } catch (e) {
-    if (e instanceof NotCaughtUp) return false;
+    // Not caught up in time, the lock not had in time (55P03), or a deadlock with the live projector (40P01).
+    if (e instanceof NotCaughtUp || ['55P03', '40P01'].includes((e as { code?: string }).code ?? '')) return false;
     throw e;
   }
 }

@@ -22,6 +22,8 @@ export interface RuntimeOptions {
    * `pnpm cli topics ensure`, which is what the warning advises, turns it off.
    */
   checkRetention?: boolean;
+  /** Where logs go: stdout for a service, stderr for a command whose stdout is its output (`--json`). */
+  logTo?: 'stdout' | 'stderr';
 }
 
 /**
@@ -30,7 +32,7 @@ export interface RuntimeOptions {
  * Shopstream owns, and makes the BOOTSTRAP_API_KEYS exist.
  */
 export async function openRuntime(env: Env, name: string, options: RuntimeOptions = {}): Promise<Runtime> {
-  const logger = createLogger(name, env.LOG_LEVEL);
+  const logger = createLogger(name, env.LOG_LEVEL, options.logTo === 'stderr' ? 2 : 1);
   collectProcessMetrics();
   const db = await openDb(
     env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE, applicationName: `shopstream-${name}` } : { dataDir: env.DATA_DIR },

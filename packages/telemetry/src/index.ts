@@ -4,7 +4,8 @@ import client from 'prom-client';
 export type { Logger };
 
 /** JSON lines on stdout. Secrets never reach a log line: `authorization` is redacted wherever it appears. */
-export function createLogger(service: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
+/** JSON lines to stdout (a service), or to stderr (a command, whose stdout is its output). */
+export function createLogger(service: string, level = process.env.LOG_LEVEL ?? 'info', fd: 1 | 2 = 1): Logger {
   return pino(
     {
       level,
@@ -13,7 +14,7 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? '
     },
     // Asynchronous: lines logged while a write is in flight go out together in the next one, instead of a
     // write(2) per line (one per request at info). pino flushes what is pending when the process exits.
-    destination({ dest: 1, sync: false }),
+    destination({ dest: fd, sync: false }),
   );
 }
 

@@ -18,7 +18,7 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: R
   const env = loadEnv({ LOG_LEVEL: 'warn', ...process.env });
   let rt: Runtime;
   try {
-    rt = await openRuntime(env, 'cli', options);
+    rt = await openRuntime(env, 'cli', { logTo: 'stderr', ...options });
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       throw new EmbeddedServerRunningError(

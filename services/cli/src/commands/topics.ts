@@ -24,7 +24,8 @@ export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange
   if (changes.length === 0) lines.push('Nothing changed: every topic already had the settings of its role.');
   else {
     lines.push(`Changed ${changes.length} setting${changes.length === 1 ? '' : 's'}:`);
-    for (const c of changes) lines.push(`  ${c.topic} ${c.name}: ${c.from ?? 'unknown'}${c.inherited ? ' (broker default)' : ''} -> ${c.to}`);
+    // The same value set on the topic itself: a later change of the broker's default no longer reaches it.
+    for (const c of changes) lines.push(`  ${c.topic} ${c.name}: ${c.from ?? 'unknown'}${c.inherited ? ' (broker default)' : ''} -> ${c.to}${c.inherited && c.from === c.to ? ' (now set on the topic)' : ''}`);
   }
   return { changes, lines };
 }
