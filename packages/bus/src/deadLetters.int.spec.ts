@@ -6,6 +6,7 @@ import { uniquePrefix } from '@shopstream/testkit';
 import type { Bus } from './port.js';
 import { createPgLogBus } from './pglog/pgLogBus.js';
 import { UnknownTopicError } from './pglog/appendRecords.js';
+import { partitionFor } from './pglog/partitionFor.js';
 import { sendToDeadLetters } from './projection.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
 
@@ -99,5 +100,23 @@ describe('redriveDeadLetters', () => {
     expect(await db.query(sql`SELECT 1 FROM dlq_redrives WHERE dlq_topic = ${dlq}`)).toEqual([]);
     expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 5, redriven: 3, unredrivable: 2 });
     expect((await redriven(source)).map(([v]) => v)).toEqual(['{"v":"a"}', '{"v":"b"}', '{"v":"c"}']);
+  });
+
+  it('pages through a topic of more dead letters than one read returns, on every partition', async () => {
+    const source = `${uniquePrefix()}events`;
+    const dlq = `${source}.dlq`;
+    await bus.ensureTopics([{ topic: source, partitions: 2 }, { topic: dlq, partitions: 2 }]);
+    // One key per partition, 600 records each.
+    const keys = [0, 1].map((p) => Array.from({ length: 100 }, (_, i) => `shop-${i}`).find((k) => partitionFor(k, 2) === p)!);
+    await bus.publish(source, Array.from({ length: 1_200 }, (_, i) => ({ key: keys[i % 2], value: String(i) })));
+    await sendToDeadLetters(bus, source, (await bus.read(source)).map((record) => ({ record, reason: 'bad' })));
+    const held = await bus.offsets(dlq);
+    expect(held.every((p) => Number(p.high) > 500)).toBe(true);
+
+    const listed = await listDeadLetters(bus, db, dlq);
+    expect(listed.map((d) => `${d.partition}/${d.offset}`)).toEqual(held.flatMap((p) => Array.from({ length: Number(p.high) }, (_, o) => `${p.partition}/${o}`)));
+    expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 1_200 });
+    expect((await redriven(source)).map(([v]) => Number(v)).sort((a, b) => a - b)).toEqual(Array.from({ length: 1_200 }, (_, i) => i));
+    expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 0, alreadyRedriven: 1_200 });
   });
 });
