@@ -29,9 +29,14 @@ interface CliResult {
   stderr: string;
 }
 
-async function cli(env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> {
+/** The variables a spawned CLI gets: the given ones, set, and nothing from this process but PATH and HOME. */
+function cliEnvFull(env: Record<string, string | undefined>): Record<string, string> {
   const given = Object.entries({ PATH: process.env.PATH, HOME: process.env.HOME, LOG_LEVEL: 'warn', ...env }).filter(([, v]) => v !== undefined);
-  const full = Object.fromEntries(given) as Record<string, string>;
+  return Object.fromEntries(given) as Record<string, string>;
+}
+
+async function cli(env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> {
+  const full = cliEnvFull(env);
   try {
     const { stdout, stderr } = await exec('pnpm', ['-s', 'cli', 'dlq', ...args], { cwd: root, env: full, timeout: 120_000 });
     return { code: 0, stdout, stderr };
@@ -207,6 +212,11 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     ]);
     const text = await cli(env, 'list', s.dlqTopic, '--reason-contains', 'refused');
     expect(text.stdout).toContain(`${s.dlqTopic}: 1 dead letter whose reason matches, 1 redriven`);
+
+    // projections status counts the dead letters and how many of them were sent back.
+    const { stdout } = await exec('pnpm', ['-s', 'cli', 'projections', 'status', '--json'], { cwd: root, env: cliEnvFull(env), timeout: 120_000 });
+    const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find((p) => p.projection === 'activity-projector');
+    expect(activity).toMatchObject({ deadLetters: 2, deadLettersRedriven: 1 });
   }, 120_000);
 });
 
