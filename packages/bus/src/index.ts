@@ -21,3 +21,13 @@ export { rebuildProjection, projectionStatus, RebuildRefusedError, type RebuildO
 export { topicNames, type TopicNames } from './topicNames.js';
 export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';
+export {
+  listDeadLetters,
+  redriveDeadLetters,
+  sourceOfDeadLetterTopic,
+  type DeadLetter,
+  type DeadLetterFilter,
+  type RedriveMark,
+  type RedriveOptions,
+  type RedriveReport,
+} from './deadLetters.js';

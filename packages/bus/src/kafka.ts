@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { histogram } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type Subscription, type TopicSpec } from './port.js';
+import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 
 // kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
@@ -198,6 +199,99 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     return new Map(res.resources.map((r) => [r.resourceName, r.configEntries]));
   };
 
+  /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
+  const deleteGroup = async (groupId: string): Promise<boolean> => {
+    await connectAdmin();
+    try {
+      await admin.deleteGroups([groupId]);
+      return true;
+    } catch (e) {
+      const codes = ((e as { groups?: { errorCode?: number; error?: { type?: string } }[] }).groups ?? []).map((g) => g.error?.type);
+      // GROUP_ID_NOT_FOUND: nothing to forget.
+      if (codes.length > 0 && codes.every((c) => c === 'GROUP_ID_NOT_FOUND')) return true;
+      if (codes.length > 0 && codes.every((c) => c === 'NON_EMPTY_GROUP')) return false;
+      throw e;
+    }
+  };
+
+  /**
+   * kafkajs has no consumer without a group (no manual assignment): `read` consumes in a group of its own
+   * that commits nothing, then deletes it. The log ends are taken first; each partition is done once its
+   * record just below that end (or `limit` records) arrived. Offsets are dense on Shopstream's topics (no
+   * transactions, no compaction), so that record exists.
+   */
+  const readTopic = async (topic: string, ro: ReadOptions): Promise<BusRecord[]> => {
+    if (ro.fromOffset !== undefined && ro.partition === undefined) throw new Error('read: fromOffset needs a partition');
+    await connectAdmin();
+    const ends = await admin.fetchTopicOffsets(topic);
+    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition)) throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
+    const wanted = new Map<number, { from: bigint; last: bigint; records: BusRecord[]; done: boolean }>();
+    for (const e of ends) {
+      if (ro.partition !== undefined && e.partition !== ro.partition) continue;
+      const low = BigInt(e.low);
+      const from = ro.fromOffset !== undefined && BigInt(ro.fromOffset) > low ? BigInt(ro.fromOffset) : low;
+      if (from < BigInt(e.high) && ro.limit !== 0) wanted.set(e.partition, { from, last: BigInt(e.high) - 1n, records: [], done: false });
+    }
+    if (wanted.size === 0) return [];
+
+    const groupId = `${opts.clientId}-read-${randomUUID()}`;
+    const consumer = kafka.consumer({ groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100, retry: { retries: 5 } });
+    let progressAt = Date.now();
+    let settle!: (e?: unknown) => void;
+    const finished = new Promise<void>((resolve, reject) => (settle = (e) => (e ? reject(e) : resolve())));
+    consumer.on(consumer.events.CRASH, ({ payload }) => {
+      if (!payload.restart) settle(new BusUnavailableError(`reading ${topic} failed: ${payload.error.message}`, { cause: payload.error }));
+    });
+    const stalled = setInterval(() => {
+      if (Date.now() - progressAt > 30_000) settle(new BusUnavailableError(`reading ${topic}: no record arrived for 30 s`));
+    }, 1_000);
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topic, fromBeginning: true });
+      await consumer.run({
+        autoCommit: false,
+        eachBatchAutoResolve: false,
+        eachBatch: async ({ batch, resolveOffset }) => {
+          if (batch.messages.length === 0) return;
+          resolveOffset(batch.messages[batch.messages.length - 1].offset);
+          const w = wanted.get(batch.partition);
+          if (!w || w.done) return;
+          progressAt = Date.now();
+          for (const m of batch.messages) {
+            const offset = BigInt(m.offset);
+            const prev = w.records.length > 0 ? BigInt(w.records[w.records.length - 1].offset) : w.from - 1n;
+            // Before the seek took effect, or fetched again after it: not ours, or had already.
+            if (offset <= prev || offset > w.last) continue;
+            w.records.push({
+              topic,
+              partition: batch.partition,
+              offset: m.offset,
+              key: m.key ? m.key.toString() : null,
+              value: m.value ?? Buffer.alloc(0),
+              headers: toHeaders(m.headers),
+              timestamp: Number(m.timestamp),
+            });
+            if (offset === w.last || w.records.length === ro.limit) {
+              w.done = true;
+              break;
+            }
+          }
+          if ([...wanted.values()].every((x) => x.done)) settle();
+        },
+      });
+      for (const [partition, w] of wanted) consumer.seek({ topic, partition, offset: w.from.toString() });
+      const others = ends.map((e) => e.partition).filter((p) => !wanted.has(p));
+      if (others.length > 0) consumer.pause([{ topic, partitions: others }]);
+      await finished;
+    } finally {
+      clearInterval(stalled);
+      await consumer.disconnect().catch(() => {});
+      // The group left as the consumer disconnected; the broker may take a moment to see it empty.
+      for (let i = 0; i < 20 && !(await deleteGroup(groupId).catch(() => true)); i++) await new Promise((r) => setTimeout(r, 100));
+    }
+    return [...wanted.keys()].sort((a, b) => a - b).flatMap((p) => wanted.get(p)!.records);
+  };
+
   const consumers = new Set<Consumer>();
   // Consumers kafkajs gave up on (a crash it does not restart from): the process consumes nothing more on
   // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
@@ -383,16 +477,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       return rows.map((r) => ({ partition: r.partition, low: r.low, high: r.high })).sort((a, b) => a.partition - b.partition);
     },
 
+    read: (topic, ro = {}) => readTopic(topic, ro),
+
     async deleteGroup(groupId) {
-      await connectAdmin();
-      try {
-        await admin.deleteGroups([groupId]);
-      } catch (e) {
-        // GROUP_ID_NOT_FOUND: nothing to forget.
-        const codes = ((e as { groups?: { errorCode?: number; error?: { type?: string } }[] }).groups ?? []).map((g) => g.error?.type);
-        if (codes.length > 0 && codes.every((c) => c === 'GROUP_ID_NOT_FOUND')) return;
-        throw e;
-      }
+      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
     },
 
     async ping() {

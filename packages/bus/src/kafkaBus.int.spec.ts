@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigResourceTypes, ConfigSource, Kafka, logLevel } from 'kafkajs';
 import { createLogger } from '@shopstream/telemetry';
@@ -53,6 +54,26 @@ describe('Kafka adapter', () => {
       await admin.connect();
       const [p] = await admin.fetchTopicOffsets(topic);
       expect(Number(p.high)).toBe(4);
+    } finally {
+      await bus.close();
+    }
+  }, 60_000);
+});
+
+describe('Kafka adapter: read', () => {
+  it('reads in a consumer group of its own that commits nothing and is deleted afterwards', async () => {
+    const clientId = `read-${randomUUID()}`;
+    const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId, replicationFactor: 1, logger });
+    const admin = new Kafka({ clientId: 'read-admin', brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    admins.push(admin);
+    try {
+      const topic = `${prefix}read-no-group`;
+      await bus.ensureTopics([{ topic, partitions: 2 }]);
+      await bus.publish(topic, [{ key: 'a', value: '1' }, { key: 'b', value: '2' }, { key: 'a', value: '3' }]);
+      expect((await bus.read(topic)).map((r) => r.value.toString()).sort()).toEqual(['1', '2', '3']);
+      await admin.connect();
+      const mine = (await admin.listGroups()).groups.filter((g) => g.groupId.startsWith(clientId));
+      expect(mine).toEqual([]);
     } finally {
       await bus.close();
     }

@@ -77,6 +77,16 @@ export interface PartitionOffsets {
   high: string;
 }
 
+/** Which records `read` returns. */
+export interface ReadOptions {
+  /** Only this partition. Default: every partition of the topic. */
+  partition?: number;
+  /** With `partition`: the first offset to return. Default: the first record the log still holds. */
+  fromOffset?: string;
+  /** At most this many records per partition, the first ones. Default: no limit. */
+  limit?: number;
+}
+
 /** What an adapter can do, so the conformance suite runs only the cases that apply. */
 export interface BusFeatures {
   /** Members of one group split the partitions between them. */
@@ -106,6 +116,12 @@ export interface Bus {
   lag(groupId: string, topics: string[]): Promise<{ topic: string; partition: number; lag: number }[]>;
   /** Per partition of the topic, in partition order: the first offset still held and the log end. */
   offsets(topic: string): Promise<PartitionOffsets[]>;
+  /**
+   * The records of a topic up to each partition's log end as it stood when called (a record published
+   * meanwhile is not returned), in partition order, then offset order. No consumer group keeps a position
+   * afterwards: for a command that looks at a topic, such as `pnpm cli dlq list`.
+   */
+  read(topic: string, opts?: ReadOptions): Promise<BusRecord[]>;
   /** Forgets a consumer group's committed positions (a finished rebuild's group). No error when it does not exist. */
   deleteGroup(groupId: string): Promise<void>;
   /** True when the log answers now. */

@@ -312,6 +312,8 @@ export interface ProjectionStatus {
   lag: number;
   lastAppliedAt: string | null;
   deadLetters: number;
+  /** Of those, how many `pnpm cli dlq redrive` sent back to the topic. */
+  deadLettersRedriven: number;
   rebuild: { id: string; status: string; startedAt: string; finishedAt: string | null; applied: number; running: boolean; error: string | null } | null;
 }
 
@@ -347,6 +349,7 @@ export async function projectionStatus(
     } catch (e) {
       if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
     }
+    const [redriven] = await o.db.query(sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`);
     const last = await o.db.query(sql`
       SELECT id, status, started_at, finished_at, applied, error, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
       FROM projection_rebuilds WHERE projection = ${def.name} ORDER BY started_at DESC LIMIT 1`);
@@ -362,6 +365,7 @@ export async function projectionStatus(
       lag: partitions.reduce((n, p) => n + p.lag, 0),
       lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
       deadLetters,
+      deadLettersRedriven: redriven.n,
       rebuild:
         last.length === 0
           ? null

@@ -20,6 +20,8 @@ export const headers = {
   dlqSourceTopic: 'dlq_source_topic',
   dlqSourcePartition: 'dlq_source_partition',
   dlqSourceOffset: 'dlq_source_offset',
+  /** On a record `pnpm cli dlq redrive` sent back: the dead letter it came from, `<dlq topic>/<partition>/<offset>`. */
+  redrivenFrom: 'redriven_from',
 } as const;
 
 export const schemas = {

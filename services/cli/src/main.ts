@@ -12,6 +12,7 @@ const commands: Record<string, { file: string; summary: string }> = {
   flows: { file: './commands/flows.js', summary: 'flows create|list|pause|resume|delete' },
   conversations: { file: './commands/conversations.js', summary: 'conversations import <file.jsonl|->' },
   projections: { file: './commands/projections.js', summary: 'projections status|rebuild: where each projection stands; rebuild one without downtime' },
+  dlq: { file: './commands/dlq.js', summary: 'dlq list|redrive <topic>: read dead letters with their reason; send them back once the cause is fixed' },
   seed: { file: './commands/seed.js', summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
 };
 

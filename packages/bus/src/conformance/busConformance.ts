@@ -265,6 +265,32 @@ export function busConformance(h: BusConformanceHarness): void {
       await b.deleteGroup(groupId('never-existed'));
     });
 
+    it('reads a topic to its end without a consumer group: every partition, or one from an offset, with a limit', async () => {
+      const b = await bus();
+      const t = await topic(b, 'read');
+      expect(await b.read(t)).toEqual([]);
+      const published = keysCoveringPartitions(3).map((key, i) => ({ key, value: `r${i}`, headers: { n: String(i) } }));
+      await b.publish(t, published);
+      const want = expectedLog(t, published).sort(byLogPosition);
+      const all = await b.read(t);
+      expect(all.map(view)).toEqual(want);
+      for (const r of all) expect(r.timestamp).toBeGreaterThan(0);
+
+      const one = want.filter((r) => r.partition === 1);
+      expect((await b.read(t, { partition: 1 })).map(view)).toEqual(one);
+      expect((await b.read(t, { partition: 1, fromOffset: '1' })).map(view)).toEqual(one.slice(1));
+      expect((await b.read(t, { partition: 1, fromOffset: '1', limit: 1 })).map(view)).toEqual(one.slice(1, 2));
+      expect(await b.read(t, { partition: 1, fromOffset: '3' })).toEqual([]);
+      expect((await b.read(t, { limit: 2 })).map(view)).toEqual(want.filter((r) => Number(r.offset) < 2));
+      await expect(b.read(t, { partition: PARTITIONS })).rejects.toThrow(/no partition/);
+
+      // Nothing was consumed: the same records again, and one published since, at the end of its partition.
+      const later = { key: one[0].key, value: 'later' };
+      await b.publish(t, [later]);
+      expect((await b.read(t)).map(view)).toEqual([...want, ...expectedLog(t, [later], PARTITIONS, { 1: 3 })].sort(byLogPosition));
+      expect(await b.offsets(t)).toEqual([0, 1, 2].map((partition) => ({ partition, low: '0', high: partition === 1 ? '4' : '3' })));
+    });
+
     it('creates topics with the retention of their spec, reads it back, and aligns an existing topic once', async () => {
       const b = await bus();
       const kept = h.topicName('retention-kept');

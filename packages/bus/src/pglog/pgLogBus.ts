@@ -2,10 +2,10 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
+import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
 import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
-import { startPgLogConsumer, type PgLogConsumerTuning } from './pgLogConsumer.js';
+import { startPgLogConsumer, toBuffer, type PgLogConsumerTuning } from './pgLogConsumer.js';
 import { trimExpiredRecords } from './trimRecords.js';
 
 export interface PgLogBusOptions {
@@ -236,6 +236,42 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
         FROM bus_partitions p WHERE p.topic = ${topic} ORDER BY p.partition`);
       if (rows.length === 0) throw new UnknownTopicError([topic]);
       return rows.map((r) => ({ partition: Number(r.partition), low: String(r.low), high: String(r.high) }));
+    },
+
+    async read(topic, ro = {}) {
+      if (ro.fromOffset !== undefined && ro.partition === undefined) throw new Error('read: fromOffset needs a partition');
+      // The ends first: a row below a partition's next_offset was committed with it (appendRecords moves both
+      // in one transaction), so what follows reads only committed records, none published after the call.
+      const ends = await db.query(sql`
+        SELECT partition, next_offset FROM bus_partitions
+        WHERE topic = ${topic} ${ro.partition === undefined ? sql`` : sql`AND partition = ${ro.partition}`}
+        ORDER BY partition`);
+      if (ends.length === 0) {
+        if (ro.partition === undefined) throw new UnknownTopicError([topic]);
+        await partitionsOf([topic]);
+        throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
+      }
+      const out: BusRecord[] = [];
+      for (const e of ends) {
+        const partition = Number(e.partition);
+        const rows = await db.query(sql`
+          SELECT "offset", key, value, headers, created_at FROM bus_records
+          WHERE topic = ${topic} AND partition = ${partition}
+            AND "offset" >= ${ro.fromOffset ?? '0'}::bigint AND "offset" < ${String(e.next_offset)}::bigint
+          ORDER BY "offset" ${ro.limit === undefined ? sql`` : sql`LIMIT ${ro.limit}`}`);
+        for (const r of rows) {
+          out.push({
+            topic,
+            partition,
+            offset: String(r.offset),
+            key: r.key ?? null,
+            value: toBuffer(r.value),
+            headers: (r.headers ?? {}) as Record<string, string>,
+            timestamp: (r.created_at as Date).getTime(),
+          });
+        }
+      }
+      return out;
     },
 
     async deleteGroup(groupId) {

@@ -33,7 +33,7 @@ interface Owned {
 
 const idOf = (topic: string, partition: number) => `${topic}\u0000${partition}`;
 
-const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8'));
+export const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8'));
 
 /**
  * One member of a consumer group on the Postgres log. It holds the partitions it can lease (all of them

@@ -37,7 +37,7 @@ function printStatus(all: ProjectionStatus[]): void {
     const head = [
       `${s.projection} v${s.version}  group ${s.group}`,
       `  reads ${s.topic} -> ${s.tables.join(', ')}${s.emits.length > 0 ? `; emits ${s.emits.join(', ')}` : ''}`,
-      `  lag ${num(s.lag)}, last applied ${s.lastAppliedAt ?? 'never'}, dead letters ${num(s.deadLetters)}, ${rebuild}`,
+      `  lag ${num(s.lag)}, last applied ${s.lastAppliedAt ?? 'never'}, dead letters ${num(s.deadLetters)}${s.deadLettersRedriven > 0 ? ` (${num(s.deadLettersRedriven)} redriven)` : ''}, ${rebuild}`,
     ];
     // Partitions that never held a record say nothing: counted, not listed (--json lists every one).
     const used = s.partitions.filter((p) => p.logEnd !== '0' || p.applied !== null);
