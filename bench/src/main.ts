@@ -17,6 +17,7 @@ import { ingestSingle } from './scenarios/ingestSingle.js';
 import { projector } from './scenarios/projector.js';
 import { e2e } from './scenarios/e2e.js';
 import { exportScenario } from './scenarios/export.js';
+import { embedded } from './scenarios/embedded.js';
 
 type Scenario = (b: Bench) => Promise<ScenarioResult>;
 
@@ -26,6 +27,7 @@ const scenarios: Record<string, { run: Scenario }> = {
   projector: { run: projector },
   e2e: { run: e2e },
   export: { run: exportScenario },
+  embedded: { run: embedded },
 };
 
 const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [options]
