@@ -24,7 +24,7 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     const dataDir = path.join(dir, '.data');
     try {
       // Unset (empty) DATABASE_URL and KAFKA_BROKERS: what `pnpm start` gets on a fresh machine.
-      const { child, baseUrl } = await b.server(serviceNames, { DATABASE_URL: '', KAFKA_BROKERS: '', DATA_DIR: dataDir, EMBEDDED_DB: engine });
+      const { child, baseUrl } = await b.server(serviceNames, { DATABASE_URL: '', KAFKA_BROKERS: '', DATA_DIR: dataDir, EMBEDDED_DB: engine, KAFKA_PARTITIONS: process.env.BENCH_EMBEDDED_PARTITIONS ?? '' });
       let contacts = 0;
       const server = runningServer(dataDir);
       if (engine === 'postgres' && server) {
