@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -141,46 +141,134 @@ async function exportedIds(call: ReturnType<typeof api>): Promise<string[]> {
   return r.body.results.map((c: { id: string }) => c.id);
 }
 
+/** Pids of PostgreSQL server processes running on a cluster under dir (read from /proc: what ps would show). */
+function postgresProcesses(dir: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const cmd = readFileSync(`/proc/${entry}/cmdline`, 'utf8').split('\0');
+      if (path.basename(cmd[0] ?? '') === 'postgres' && cmd.some((a) => a.startsWith(dir))) pids.push(Number(entry));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return pids;
+}
+
 describe('pnpm start, embedded (nothing but Node)', () => {
   it('prints a key that records events, triggers flows, exports imported conversations, and keeps it all over a restart', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-embedded-'));
+    // As root, PostgreSQL runs as another OS user, who must be able to enter the directory (mkdtemp's is private).
+    chmodSync(dir, 0o755);
     const env = { DATA_DIR: path.join(dir, '.data'), FLOW_REFRESH_MS: '500' };
     try {
       let s = await startShopstream(env);
+      expect(s.output()).toMatch(/embedded mode, data in \S+, PostgreSQL/);
       const key = /API key: +(\S+)/.exec(s.output())![1];
       const shop = /Shop id: +(\S+)/.exec(s.output())![1];
       let call = api(s.base, key, shop);
       const { activityId, contactId } = await eventsFlowAndTimeline(s.base, call);
 
-      // The embedded server holds the database: the CLI says so, and what to do instead.
+      // CLI commands work while the server runs, against its data: they attach to its PostgreSQL.
+      const { file, ids } = conversationLines(shop, 3);
+      const imported = await runCli(['conversations', 'import', file], env);
+      expect({ code: imported.code, out: imported.out }).toMatchObject({ code: 0 });
+      const exported = await waitFor(async () => {
+        const got = await exportedIds(call);
+        return got.length === ids.length ? got : undefined;
+      }, { timeoutMs: 30_000, message: 'the imported conversations in the export' });
+      expect(exported).toEqual(ids);
+      const created = await runCli(['api-keys', 'create', '--shop', shop, '--name', 'second'], env);
+      expect(created.code).toBe(0);
+      const secondKey = /ssk_\S+/.exec(created.out)![0];
+      expect((await api(s.base, secondKey, shop)('GET', `/activities/${activityId}/`)).status).toBe(200);
+      const rebuilt = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
+      expect({ code: rebuilt.code, out: rebuilt.out }).toMatchObject({ code: 0, out: expect.stringMatching(/Rebuilt activity-projector: \d+ records applied/) });
+      expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
+
+      // One server per data directory.
+      const second = spawn(entrypoint[0]!, entrypoint.slice(1), {
+        cwd: repo,
+        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let secondOut = '';
+      second.stdout.on('data', (d) => (secondOut += d));
+      second.stderr.on('data', (d) => (secondOut += d));
+      const secondCode = await new Promise<number | null>((resolve) => second.on('exit', resolve));
+      expect(secondCode).not.toBe(0);
+      expect(secondOut).toMatch(/held by process \d+, a running Shopstream server/);
+
+      expect(await stopShopstream(s)).toBe(0);
+      expect(postgresProcesses(env.DATA_DIR)).toEqual([]);
+      s = await startShopstream(env);
+      expect(/API key: +(\S+)/.exec(s.output())![1]).toBe(key);
+      call = api(s.base, key, shop);
+      // Still there after the restart.
+      expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
+      expect((await call('GET', `/contacts/${contactId}/timeline/`)).body.results).toHaveLength(1);
+      expect(await exportedIds(call)).toEqual(ids);
+
+      // kill -9 of the service: every accepted event survives, and the next start adopts the PostgreSQL left
+      // running (no second server, none left over once it stops).
+      const accepted: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const r = await call('POST', '/events/', { name: `Viewed ${i}`, metric: { metric_name: 'viewed', value: i }, remote_id: `kill-${i}` });
+        expect(r.status).toBe(202);
+        accepted.push(r.body.activity_id);
+      }
+      s.child.kill('SIGKILL');
+      await waitFor(() => s.child.exitCode !== null || s.child.signalCode !== null, { timeoutMs: 10_000, message: 'the killed process' });
+      children.delete(s.child);
+      const orphans = postgresProcesses(env.DATA_DIR);
+      expect(orphans.length).toBeGreaterThan(0);
+      s = await startShopstream(env);
+      expect(s.output()).not.toMatch(/error/i);
+      call = api(s.base, key, shop);
+      for (const id of accepted) {
+        await waitFor(async () => (await call('GET', `/activities/${id}/`)).status === 200, { timeoutMs: 30_000, message: `activity ${id}` });
+      }
+      expect(postgresProcesses(env.DATA_DIR).sort()).toEqual(orphans.sort());
+      expect(await stopShopstream(s)).toBe(0);
+      expect(postgresProcesses(env.DATA_DIR)).toEqual([]);
+    } finally {
+      for (const pid of postgresProcesses(dir)) process.kill(pid, 'SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 300_000);
+
+  it('on PGlite (EMBEDDED_DB=pglite), refuses CLI commands while the server holds the data directory, and takes them once it stopped', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-pglite-'));
+    const env = { DATA_DIR: path.join(dir, '.data'), EMBEDDED_DB: 'pglite', FLOW_REFRESH_MS: '500' };
+    try {
+      let s = await startShopstream(env);
+      const key = /API key: +(\S+)/.exec(s.output())![1];
+      const shop = /Shop id: +(\S+)/.exec(s.output())![1];
+      let call = api(s.base, key, shop);
+      const { activityId } = await eventsFlowAndTimeline(s.base, call);
+
       const { file, ids } = conversationLines(shop, 3);
       const refused = await runCli(['conversations', 'import', file], env);
       expect(refused.code).not.toBe(0);
       expect(refused.out).toMatch(/held by process \d+/);
-
-      // A rebuild is refused the same way (exit 2), with nothing changed.
       const busy = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
       expect(busy.code).toBe(2);
       expect(busy.out).toMatch(/held by process \d+/);
 
-      // The documented route: stop, import (and rebuild), start again.
       expect(await stopShopstream(s)).toBe(0);
       const imported = await runCli(['conversations', 'import', file], env);
       expect({ code: imported.code, out: imported.out }).toMatchObject({ code: 0 });
       const rebuilt = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
       expect(rebuilt.code).toBe(0);
-      expect(rebuilt.out).toMatch(/Rebuilt activity-projector: \d+ records applied/);
       s = await startShopstream(env);
-      expect(/API key: +(\S+)/.exec(s.output())![1]).toBe(key);
       call = api(s.base, key, shop);
       const exported = await waitFor(async () => {
         const got = await exportedIds(call);
         return got.length === ids.length ? got : undefined;
       }, { timeoutMs: 30_000, message: 'the imported conversations in the export' });
       expect(exported).toEqual(ids);
-      // Still there after the restart.
       expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
-      expect((await call('GET', `/contacts/${contactId}/timeline/`)).body.results).toHaveLength(1);
       expect(await stopShopstream(s)).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
@@ -40,6 +40,7 @@ describe('the built image command on Node 24 LTS', () => {
 
   it('starts embedded, records an event whose Activity is readable, and drains on SIGTERM with exit 0', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-node24-'));
+    chmodSync(dir, 0o755); // as root, the embedded PostgreSQL runs as another OS user, who must enter it
     try {
       const child = spawn(node24, entrypoint.slice(1), {
         cwd: repo,
@@ -57,6 +58,7 @@ describe('the built image command on Node 24 LTS', () => {
         },
         { timeoutMs: 90_000, message: 'the start banner' },
       );
+      expect(out).toMatch(/embedded mode, data in \S+, PostgreSQL/);
       const key = /API key: +(\S+)/.exec(out)![1];
       const shop = /Shop id: +(\S+)/.exec(out)![1];
       const headers = { authorization: `Bearer ${key}`, 'x-shop-id': shop };

@@ -57,9 +57,9 @@ export class Bench {
    * autovacuum would long have done on a real shop's table: without statistics the planner reads a fresh
    * table's contact look-ups as scans of the whole shop.
    */
-  async seedContacts(pool = CONTACT_POOL): Promise<number> {
+  async seedContacts(pool = CONTACT_POOL, db: Db = this.db): Promise<number> {
     const r = sql`(i % 10)`;
-    await this.db.query(sql`
+    await db.query(sql`
       INSERT INTO contacts (shop_id, id, email, phone, remote_id, name)
       SELECT s.shop_id, gen_random_uuid(),
         CASE WHEN ${r} < 6 OR ${r} = 9 THEN 'customer' || i || '@example.com' END,
@@ -68,8 +68,8 @@ export class Bench {
         CASE WHEN ${r} < 6 AND i % 3 = 0 THEN 'Customer ' || i END
       FROM unnest(${this.shops.map((x) => x.shopId)}::uuid[]) AS s(shop_id), generate_series(0, ${pool - 1}::int) AS i
       WHERE i % 20 <> 7`);
-    await this.db.query(sql`ANALYZE contacts`);
-    return Number((await this.db.query(sql`SELECT count(*)::int AS n FROM contacts`))[0].n);
+    await db.query(sql`ANALYZE contacts`);
+    return Number((await db.query(sql`SELECT count(*)::int AS n FROM contacts`))[0].n);
   }
 
   /** The environment of a Shopstream process on this scenario's database and topics. */

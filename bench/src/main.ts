@@ -17,6 +17,7 @@ import { ingestSingle } from './scenarios/ingestSingle.js';
 import { projector } from './scenarios/projector.js';
 import { e2e } from './scenarios/e2e.js';
 import { exportScenario } from './scenarios/export.js';
+import { embedded } from './scenarios/embedded.js';
 
 type Scenario = (b: Bench) => Promise<ScenarioResult>;
 
@@ -26,6 +27,7 @@ const scenarios: Record<string, { run: Scenario }> = {
   projector: { run: projector },
   e2e: { run: e2e },
   export: { run: exportScenario },
+  embedded: { run: embedded },
 };
 
 const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [options]
@@ -38,6 +40,7 @@ const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [optio
   --keep                keep the export's seeded database; a later --keep run of the same size reuses it
   --profile             V8 CPU profiles of the server processes into bench/results/profiles/<scenario>
   --log-level <level>   the services' LOG_LEVEL (default info, as in production)
+  (embedded: BENCH_EMBEDDED_ENGINES=postgres,pglite chooses the engines measured)
 Kafka and Postgres: KAFKA_BROKERS and DATABASE_URL when set (e.g. from \`pnpm infra up\`), else started like the tests' own.`;
 
 async function main(argv: string[]): Promise<number> {

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { REPO_ROOT } from './infra.js';
 import type { Row } from './report.js';
 
-const ORDER = ['ingest-bulk', 'ingest-single', 'projector', 'e2e', 'export'];
+const ORDER = ['ingest-bulk', 'ingest-single', 'projector', 'e2e', 'export', 'embedded'];
 const dir = path.join(REPO_ROOT, 'bench/results');
 const fmt = (v: number) => (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 }));
 

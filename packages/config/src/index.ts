@@ -10,9 +10,11 @@ const int = (def: number) => z.coerce.number().int().positive().default(def);
  * needs from the parsed object; the README's configuration table is written from this schema.
  */
 export const envSchema = z.object({
-  // Where the data lives. Both unset: embedded mode (PGlite in DATA_DIR, Postgres-log bus).
+  // Where the data lives. Both unset: embedded mode (a PostgreSQL of its own in DATA_DIR, Postgres-log bus).
   DATABASE_URL: z.string().url().optional(),
   DATA_DIR: z.string().default('./.data'),
+  // The embedded database: PostgreSQL from the npm registry's binaries, or PGlite; auto keeps DATA_DIR's own.
+  EMBEDDED_DB: z.enum(['auto', 'postgres', 'pglite']).default('auto'),
   DB_POOL_SIZE: int(10),
   KAFKA_BROKERS: csv.optional(),
   KAFKA_CLIENT_ID: z.string().default('shopstream'),

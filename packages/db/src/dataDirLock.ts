@@ -5,8 +5,9 @@ export class DataDirLockedError extends Error {
   constructor(
     readonly dataDir: string,
     readonly pid: number,
+    message = `The embedded database in ${dataDir} is held by process ${pid} (PGlite admits one process at a time).`,
   ) {
-    super(`The embedded database in ${dataDir} is held by process ${pid} (PGlite admits one process at a time).`);
+    super(message);
     this.name = 'DataDirLockedError';
   }
 }
@@ -21,6 +22,19 @@ const alive = (pid: number): boolean => {
 };
 
 const heldHere = new Set<string>();
+
+/** The pid of the live process holding DATA_DIR, if one does. */
+export function lockHolder(dataDir: string): number | undefined {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(path.join(dataDir, 'shopstream.lock'), 'utf8').trim());
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  if (pid === process.pid) return heldHere.has(realpathSync(dataDir)) ? pid : undefined;
+  return alive(pid) ? pid : undefined;
+}
 
 /**
  * Takes DATA_DIR for this process: two PGlite instances on one directory would corrupt it. A lock left by

@@ -1,5 +1,6 @@
 export { sql, connectPostgres, formatQuery, type Db, type Queryable, type SQLQuery, type PostgresOptions } from './db.js';
 export { openPglite } from './pglite.js';
 export { migrate } from './migrate.js';
-export { openDb, type DbConfig } from './openDb.js';
-export { lockDataDir, DataDirLockedError } from './dataDirLock.js';
+export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
+export { openEmbeddedPostgres, embeddedPostgresBinaries, runningServer, clusterDir } from './embeddedPostgres.js';
+export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';

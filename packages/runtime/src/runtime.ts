@@ -24,10 +24,12 @@ export interface RuntimeOptions {
   checkRetention?: boolean;
   /** Where logs go: stdout for a service, stderr for a command whose stdout is its output (`--json`). */
   logTo?: 'stdout' | 'stderr';
+  /** Embedded mode: connect to the database of a running `pnpm start` on DATA_DIR instead of refusing (CLI commands). */
+  attach?: boolean;
 }
 
 /**
- * Opens the database (the server at DATABASE_URL, else PGlite in DATA_DIR) and applies migrations,
+ * Opens the database (the server at DATABASE_URL, else the embedded PostgreSQL or PGlite in DATA_DIR) and applies migrations,
  * opens the bus (Kafka at KAFKA_BROKERS, else the Postgres log on that database), creates the topics
  * Shopstream owns, and makes the BOOTSTRAP_API_KEYS exist.
  */
@@ -35,7 +37,19 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   const logger = createLogger(name, env.LOG_LEVEL, options.logTo === 'stderr' ? 2 : 1);
   collectProcessMetrics();
   const db = await openDb(
-    env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE, applicationName: `shopstream-${name}` } : { dataDir: env.DATA_DIR },
+    env.DATABASE_URL
+      ? { databaseUrl: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE, applicationName: `shopstream-${name}` }
+      : {
+          dataDir: env.DATA_DIR,
+          engine: env.EMBEDDED_DB,
+          attach: options.attach,
+          poolSize: env.DB_POOL_SIZE,
+          applicationName: `shopstream-${name}`,
+          onEngine: (e) =>
+            e.engine === 'postgres'
+              ? logger.info(e, `embedded PostgreSQL ${e.how} in ${e.ms} ms (${e.why})`)
+              : logger[e.why.startsWith('EMBEDDED_DB') || e.why.includes('holds a PGlite') ? 'info' : 'warn'](e, `embedded PGlite (${e.why})`),
+        },
   );
   try {
     await migrate(db, (m) => logger.info(m));

@@ -4,8 +4,8 @@ import { serviceFactories, serviceNames } from './services.js';
 import { ensureDemoKey } from './demo.js';
 
 /**
- * `pnpm start [service]`: every service in this process (the default), or one of them. Embedded (PGlite
- * in DATA_DIR and the Postgres-log bus) unless KAFKA_BROKERS and DATABASE_URL are set.
+ * `pnpm start [service]`: every service in this process (the default), or one of them. Embedded (a
+ * PostgreSQL of its own in DATA_DIR and the Postgres-log bus) unless KAFKA_BROKERS and DATABASE_URL are set.
  */
 const { service, help } = parseEnvFromArgs(process.argv.slice(2));
 if (help) {
@@ -46,12 +46,12 @@ const lines = [
         ? 'the PostgreSQL server of DATABASE_URL, with the Postgres-log bus on it: KAFKA_BROKERS is not set'
         : env.KAFKA_BROKERS
           ? `PGlite in ${env.DATA_DIR}, with Kafka: DATABASE_URL is not set`
-          : `embedded mode, data in ${env.DATA_DIR}`
+          : `embedded mode, data in ${env.DATA_DIR}, ${rt.db.kind === 'postgres' ? 'PostgreSQL' : 'PGlite'}`
   }).`,
   `  API:      ${base}/v2026-04/`,
   `  Docs:     ${base}/docs`,
 ];
-// The demo key (its secret kept in the database so every start can print it) only in a local PGlite database.
+// The demo key (its secret kept in the database so every start can print it) only in the embedded database.
 if (!service && !env.DATABASE_URL && !env.BOOTSTRAP_API_KEYS) {
   const demo = await ensureDemoKey(rt);
   lines.push(

@@ -2,7 +2,7 @@ import { loadEnv } from '@shopstream/config';
 import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 
-/** The embedded database's directory is held by a running server (PGlite admits one process). */
+/** The embedded database's directory is held by a running server whose database admits no other process (PGlite). */
 export class EmbeddedServerRunningError extends Error {
   constructor(message: string) {
     super(message);
@@ -11,14 +11,14 @@ export class EmbeddedServerRunningError extends Error {
 }
 
 /**
- * Opens the same ports a service would, from the same environment. In embedded mode PGlite admits one
- * process: when a running `pnpm start` holds DATA_DIR, say so and what to do instead.
+ * Opens the same ports a service would, from the same environment. In embedded mode a command attaches to
+ * the PostgreSQL of a running `pnpm start`; only a PGlite DATA_DIR admits one process: then say what to do instead.
  */
 export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: RuntimeOptions = {}): Promise<T> {
   const env = loadEnv({ LOG_LEVEL: 'warn', ...process.env });
   let rt: Runtime;
   try {
-    rt = await openRuntime(env, 'cli', { logTo: 'stderr', ...options });
+    rt = await openRuntime(env, 'cli', { logTo: 'stderr', attach: true, ...options });
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       throw new EmbeddedServerRunningError(
@@ -44,7 +44,11 @@ export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>
   const env = loadEnv();
   let db: Db;
   try {
-    db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' } : { dataDir: env.DATA_DIR });
+    db = await openDb(
+      env.DATABASE_URL
+        ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' }
+        : { dataDir: env.DATA_DIR, engine: env.EMBEDDED_DB, attach: true, poolSize: 1, applicationName: 'shopstream-cli' },
+    );
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: ${lockedAdvice}`);

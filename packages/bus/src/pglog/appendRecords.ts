@@ -1,12 +1,9 @@
-import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import { sql, type Queryable } from '@shopstream/db';
 import type { OutgoingRecord } from '../port.js';
 import { partitionFor } from './partitionFor.js';
 
 /** Every append NOTIFYs this channel with the topic's name, so consumers wake without polling. */
 export const busNotifyChannel = 'shopstream_bus';
-
-/** Rows per INSERT: far below Postgres's 65535 bind parameters (6 per row). */
-const insertChunk = 1_000;
 
 /** The topic was never created: publishing to it again will not help, so this is not BusUnavailableError. */
 export class UnknownTopicError extends Error {
@@ -32,60 +29,38 @@ export interface AppendedRange {
 }
 
 /**
- * Appends records inside the caller's transaction. Each touched partition's row is locked and its
- * next_offset moved past the new records, so appends to one partition take turns: offsets are dense
- * and commit in offset order, and a reader that saw offset n has seen every offset below n.
- * The NOTIFY goes out when the transaction commits.
+ * Appends records, inside the caller's transaction or, given the pool, as one autocommit statement. Each
+ * touched partition's row is locked and its next_offset moved past the new records, so appends to one
+ * partition take turns: offsets are dense and commit in offset order, and a reader that saw offset n has
+ * seen every offset below n. The NOTIFY goes out when the transaction commits.
  */
 export async function appendRecords(tx: Queryable, items: AppendItem[]): Promise<AppendedRange[]> {
-  const groups = new Map<string, { topic: string; partition: number; records: OutgoingRecord[] }>();
+  const topic: string[] = [];
+  const partition: number[] = [];
+  const key: (string | null)[] = [];
+  const value: string[] = [];
+  const headers: string[] = [];
   for (const item of items) {
     for (const r of item.records) {
-      const partition = partitionFor(r.key, item.partitions);
-      const id = `${item.topic}\u0000${partition}`;
-      let g = groups.get(id);
-      if (!g) groups.set(id, (g = { topic: item.topic, partition, records: [] }));
-      g.records.push(r);
+      topic.push(item.topic);
+      partition.push(partitionFor(r.key, item.partitions));
+      key.push(r.key);
+      value.push((typeof r.value === 'string' ? Buffer.from(r.value, 'utf8') : r.value).toString('hex'));
+      headers.push(JSON.stringify(r.headers ?? {}));
     }
   }
-  if (groups.size === 0) return [];
-  const wanted = [...groups.values()];
-
-  // One statement locks every partition in one fixed order, so two appends never wait on each other in a cycle.
-  const locked = await tx.query(sql`
-    SELECT topic, partition, next_offset FROM bus_partitions
-    WHERE (topic, partition) IN (${sql.join(
-      wanted.map((g) => sql`(${g.topic}::text, ${g.partition}::integer)`),
-      sql`, `,
-    )})
-    ORDER BY topic, partition
-    FOR UPDATE`);
-  const start = new Map<string, bigint>(locked.map((r) => [`${r.topic}\u0000${r.partition}`, BigInt(r.next_offset)]));
-  const missing = [...new Set(wanted.filter((g) => !start.has(`${g.topic}\u0000${g.partition}`)).map((g) => g.topic))];
-  if (missing.length > 0) throw new UnknownTopicError(missing);
-
-  await tx.query(sql`
-    UPDATE bus_partitions AS p SET next_offset = p.next_offset + v.n
-    FROM (VALUES ${sql.join(
-      wanted.map((g) => sql`(${g.topic}::text, ${g.partition}::integer, ${g.records.length}::bigint)`),
-      sql`, `,
-    )}) AS v (topic, partition, n)
-    WHERE p.topic = v.topic AND p.partition = v.partition`);
-
-  const rows: SQLQuery[] = [];
-  const ranges: AppendedRange[] = [];
-  for (const g of wanted) {
-    const first = start.get(`${g.topic}\u0000${g.partition}`)!;
-    ranges.push({ topic: g.topic, partition: g.partition, firstOffset: first.toString(), count: g.records.length });
-    g.records.forEach((r, i) => {
-      const value = typeof r.value === 'string' ? Buffer.from(r.value, 'utf8') : r.value;
-      rows.push(sql`(${g.topic}, ${g.partition}, ${(first + BigInt(i)).toString()}::bigint, ${r.key}, ${value}::bytea, ${JSON.stringify(r.headers ?? {})}::jsonb)`);
-    });
+  if (topic.length === 0) return [];
+  // bus_append (migration 014): lock, move next_offset, insert, NOTIFY, in one statement and one round trip.
+  let rows: any[];
+  try {
+    rows = await tx.query(sql`
+      SELECT topic, partition, first_offset, n FROM bus_append(${topic}::text[], ${partition}::integer[], ${key}::text[], ${value}::text[], ${headers}::text[])`);
+  } catch (e) {
+    const err = e as { code?: string; detail?: string };
+    if (err.code === 'P0002' && typeof err.detail === 'string') throw new UnknownTopicError(err.detail.split(','));
+    throw e;
   }
-  for (let i = 0; i < rows.length; i += insertChunk) {
-    await tx.query(sql`INSERT INTO bus_records (topic, partition, "offset", key, value, headers) VALUES ${sql.join(rows.slice(i, i + insertChunk), sql`, `)}`);
-  }
-  const topics = [...new Set(wanted.map((g) => g.topic))];
-  await tx.query(sql`SELECT pg_notify(${busNotifyChannel}, t) FROM (VALUES ${sql.join(topics.map((t) => sql`(${t}::text)`), sql`, `)}) AS v (t)`);
-  return ranges;
+  return rows
+    .map((r) => ({ topic: r.topic as string, partition: Number(r.partition), firstOffset: String(r.first_offset), count: Number(r.n) }))
+    .sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
 }

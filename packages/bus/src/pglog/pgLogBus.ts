@@ -87,7 +87,8 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
     weight: (item) => item.records.length,
     async flush(items) {
       try {
-        await db.tx((tx) => appendRecords(tx, items));
+        // One statement, its own transaction: one round trip per batch.
+        await appendRecords(db, items);
       } catch (e) {
         throw unavailable(e, 'the Postgres log did not take the records');
       }

@@ -5,7 +5,7 @@ export const usage = 'Usage: pnpm cli migrate\n\nApplies the SQL migrations not 
 
 export async function run(): Promise<number> {
   const env = loadEnv();
-  const db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: env.DATA_DIR });
+  const db = await openDb(env.DATABASE_URL ? { databaseUrl: env.DATABASE_URL } : { dataDir: env.DATA_DIR, engine: env.EMBEDDED_DB, attach: true });
   try {
     const applied = await migrate(db);
     console.log(applied.length === 0 ? 'Database is up to date.' : `Applied: ${applied.join(', ')}`);

@@ -18,8 +18,8 @@ export const usage = `Usage:
       current one, then switches reads and the live projector to the new generation in one transaction and
       drops the old one (--keep-old keeps it, in a schema named in the output). Emits no metric event or flow
       trigger again. Asks for confirmation unless --yes. Exit 2, with nothing changed, when a partition's log
-      no longer starts at offset 0, when another rebuild of the projection runs, or in embedded mode while
-      \`pnpm start\` holds the data directory.`;
+      no longer starts at offset 0, when another rebuild of the projection runs, or in embedded mode on PGlite
+      while \`pnpm start\` holds the data directory.`;
 
 function definitions(env: Env): ProjectionDefinition<unknown>[] {
   return [activityProjection, flowMatcherProjection(env.FLOW_REFRESH_MS), conversationProjection] as ProjectionDefinition<unknown>[];
