@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -17,8 +17,8 @@ import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@sh
 /**
  * `pnpm cli dlq list|redrive` as an operator runs them: a record the activity projector dead-lettered is
  * listed with its reason, and once its cause is gone a redrive lands it in the projection once; a second
- * redrive sends nothing. On Kafka, on the Postgres log on a server, and embedded (PGlite, CLI run while the
- * server is stopped).
+ * redrive sends nothing. On Kafka, on the Postgres log on a server, embedded on its PostgreSQL (CLI run while
+ * the server serves) and embedded on PGlite (CLI run while the server is stopped).
  */
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const exec = promisify(execFile);
@@ -52,6 +52,7 @@ function cliEnv(rt: Runtime): Record<string, string | undefined> {
   return {
     DATABASE_URL: rt.env.DATABASE_URL,
     DATA_DIR: rt.env.DATABASE_URL ? undefined : rt.env.DATA_DIR,
+    EMBEDDED_DB: rt.env.EMBEDDED_DB,
     KAFKA_BROKERS: rt.env.KAFKA_BROKERS?.join(','),
     TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
     KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
@@ -220,11 +221,11 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
   }, 120_000);
 });
 
-describe('pnpm cli dlq, embedded (PGlite and the Postgres log in DATA_DIR)', () => {
+describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a time)', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-dlq-'));
   const open = () =>
     openRuntime(
-      loadEnv({ DATA_DIR: path.join(dir, '.data'), TOPIC_PREFIX: '', KAFKA_PARTITIONS: '3', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', CONSUMER_GROUP_PREFIX: 'embedded.' }),
+      loadEnv({ DATA_DIR: path.join(dir, '.data'), EMBEDDED_DB: 'pglite', TOPIC_PREFIX: '', KAFKA_PARTITIONS: '3', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', CONSUMER_GROUP_PREFIX: 'embedded.' }),
       'dlq-embedded',
     );
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -259,6 +260,38 @@ describe('pnpm cli dlq, embedded (PGlite and the Postgres log in DATA_DIR)', () 
         message: 'the redriven event projected after the restart',
       });
       expect((await recordsWith(rt, 'events', s.blocked.activity_id)).map((r) => r.headers[H.redrivenFrom] ?? null)).toEqual([null, expect.stringMatching(/^events\.dlq\/\d+\/\d+$/)]);
+    } finally {
+      await server.stop();
+      await rt.close();
+    }
+  }, 180_000);
+});
+
+describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-dlq-pg-'));
+  chmodSync(dir, 0o755); // as root, the embedded PostgreSQL runs as another OS user, who must enter it
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('lists and redrives while the server runs, against its data, and the live projector applies the record once', async () => {
+    const rt = await openRuntime(
+      loadEnv({ DATA_DIR: path.join(dir, '.data'), EMBEDDED_DB: 'postgres', TOPIC_PREFIX: '', KAFKA_PARTITIONS: '3', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', CONSUMER_GROUP_PREFIX: 'embedded.' }),
+      'dlq-embedded-pg',
+    );
+    const env = cliEnv(rt);
+    const server = await startTestServer(rt, [await startActivityProjector(rt)]);
+    try {
+      const s = await deadLetterTwo(rt);
+      await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dlq_cli_spec_blocked`);
+      await listShowsBoth(env, rt, s, 'events.dlq');
+      const first = await redriveBlocked(env, 'events.dlq');
+      expect(first.stdout.trim()).toBe('Redrove 1 of 2 dead letters in events.dlq (0 already redriven, 1 not matching) back to events.');
+      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${s.blocked.activity_id}`)).length === 1, {
+        timeoutMs: 30_000,
+        message: 'the redriven event projected by the running server',
+      });
+      const second = await redriveBlocked(env, 'events.dlq');
+      expect(second.stdout.trim()).toBe('Redrove 0 of 2 dead letters in events.dlq (1 already redriven, 1 not matching) back to events.');
+      expect(await rt.db.query(sql`SELECT count(*)::int AS n FROM activities WHERE id = ${s.blocked.activity_id}`)).toEqual([{ n: 1 }]);
     } finally {
       await server.stop();
       await rt.close();
