@@ -14,7 +14,8 @@ export const usage = `Usage:
       original headers (plus redriven_from). Records what it sent, so a second run sends nothing twice;
       --reason-contains sends only those whose reason contains the text (case-insensitive); --dry-run counts
       what it would send and sends nothing. A redriven record is applied after the records that followed it.
-  The topic may be given with or without TOPIC_PREFIX. In embedded mode, run it while \`pnpm start\` is stopped.`;
+  The topic may be given with or without TOPIC_PREFIX. In embedded mode it runs while \`pnpm start\` serves; on PGlite
+  (EMBEDDED_DB=pglite), while it is stopped.`;
 
 /** The owned dead-letter topic the operator named, with or without the deployment's prefix. */
 function deadLetterTopic(rt: Runtime, name: string | undefined): string {
