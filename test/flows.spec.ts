@@ -106,6 +106,36 @@ describe('flows over HTTP', () => {
     expect((await call('GET', '/flows/?limit=abc', a)).body.error.fields).toHaveProperty('limit');
   });
 
+  it('refuses text Postgres cannot store (NUL, a lone surrogate) in a name, metric name or condition, on POST and PATCH: 400, nothing stored', async () => {
+    // A shop of its own: the flow it creates must not trigger in the other tests' shops.
+    const own = await createTestShop(rt);
+    // Sent as raw JSON: "\u0000" and "\ud800" are valid JSON escapes (JSON.stringify would re-escape a lone surrogate anyway).
+    const raw = async (method: string, path: string, text: string) => {
+      const res = await fetch(`${server.baseUrl}/v2026-04${path}`, { method, headers: own.headers, body: text });
+      return { status: res.status, body: (await res.json()) as any, requestId: res.headers.get('x-request-id') };
+    };
+    const trigger = (metric: string, value: string) => `{"metric_name": "${metric}", "property_conditions": [{"field": "cart.total", "op": "eq", "value": "${value}"}]}`;
+    const cases: [string, string][] = [
+      [`{"name": "big\\u0000orders", "trigger": ${trigger('placed_order', 'x')}}`, 'name'],
+      [`{"name": "big \\ud800 orders", "trigger": ${trigger('placed_order', 'x')}}`, 'name'],
+      [`{"name": "big", "trigger": ${trigger('placed\\u0000order', 'x')}}`, 'trigger.metric_name'],
+      [`{"name": "big", "trigger": ${trigger('placed_order', '\\udc00')}}`, 'trigger.property_conditions.0.value'],
+    ];
+    for (const [body, field] of cases) {
+      const r = await raw('POST', '/flows/', body);
+      expect(r.status, body).toBe(400);
+      expect(r.body).toEqual({ error: { code: 'validation_error', message: expect.any(String), request_id: r.requestId, fields: { [field]: expect.stringContaining('cannot be stored') } } });
+    }
+    const created = await call('POST', '/flows/', own, { name: 'storable', trigger: { metric_name: 'placed_order' } });
+    expect(created.status).toBe(201);
+    const patched = await raw('PATCH', `/flows/${created.body.id}/`, '{"name": "still\\u0000bad"}');
+    expect(patched.status).toBe(400);
+    expect(patched.body.error.fields).toEqual({ name: expect.stringContaining('cannot be stored') });
+    expect((await call('GET', `/flows/${created.body.id}/`, own)).body.name).toBe('storable');
+    const names = (await call('GET', '/flows/', own)).body.results.map((f: { name: string }) => f.name);
+    expect(names.some((n: string) => n.includes('\uFFFD') || n.includes('\u0000'))).toBe(false);
+  });
+
   it("refuses a list cursor on another flow's triggers, on another list and with another shop: 400 invalid_cursor", async () => {
     // Paused, on a metric no event here has: the matcher of the tests below never sees these flows.
     const probe = { name: 'cursor probe', status: 'paused', trigger: { metric_name: `cursor_probe_${randomUUID()}` } };

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { rfc3339 } from './events.js';
+import { rfc3339, storableTime } from './events.js';
 
 export const conversationResolutions = ['hard', 'soft', 'escalated', 'human', 'merged'] as const;
 export type ConversationResolution = (typeof conversationResolutions)[number];
@@ -20,7 +20,7 @@ export const topicSchema = named('Topic');
 const namedOrEmpty = (s: typeof intentSchema) => z.union([s, z.strictObject({})]);
 
 export const messageSchema = z
-  .object({ id: z.uuid(), created_at: rfc3339, text: z.string() })
+  .object({ id: z.uuid(), created_at: storableTime, text: z.string() })
   .meta({ id: 'Message' });
 export type Message = z.infer<typeof messageSchema>;
 
@@ -33,12 +33,12 @@ const conversationFields = {
   agent_id: z.uuid().nullable(),
   contact_id: z.uuid().nullable(),
   user_id: z.uuid().nullable(),
-  created_at: rfc3339,
-  updated_at: rfc3339,
-  escalation_time: rfc3339.nullable().optional(),
-  start_time: rfc3339.nullable().optional(),
-  last_message_at: rfc3339.nullable().optional(),
-  resolved_at: rfc3339.nullable().optional(),
+  created_at: storableTime,
+  updated_at: storableTime,
+  escalation_time: storableTime.nullable().optional(),
+  start_time: storableTime.nullable().optional(),
+  last_message_at: storableTime.nullable().optional(),
+  resolved_at: storableTime.nullable().optional(),
   last_message_content: z.string().optional(),
   summary: z.string().optional(),
   title: z.string().optional(),

@@ -1,10 +1,35 @@
 import { z } from 'zod';
+import { nestedDeeperThan } from './storableText.js';
 
 /**
  * RFC 3339 with an explicit offset (`Z` or `+hh:mm`). Year 0000 passes the format but Postgres refuses it
  * ("date/time field value out of range"): an event carrying it would be accepted and then fail its insert.
  */
 export const rfc3339 = z.iso.datetime({ offset: true }).refine((v) => !v.startsWith('0000-'), 'Year 0000 does not exist; the first year is 0001.');
+
+const FIRST_INSTANT = Date.parse('0001-01-01T00:00:00Z');
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * A time a client sends, which every projection must be able to store and answer back in RFC 3339: PostgreSQL
+ * takes UTC offsets up to ±15:59 (RFC 3339 allows ±23:59: "+16:00" was accepted, then dead-lettered by the
+ * projector), and the instant, once in UTC, must fall in years 0001 to 9999 (`9999-12-31T23:59:59-14:00` is in
+ * year 10000 in UTC, and was answered as `+010000-...`, which is not RFC 3339).
+ */
+export const storableTime = rfc3339.superRefine((v, ctx) => {
+  const offset = /([+-])(\d{2}):(\d{2})$/.exec(v);
+  if (offset && Number(offset[2]) * 60 + Number(offset[3]) > 15 * 60 + 59) {
+    ctx.addIssue({ code: 'custom', message: 'UTC offsets beyond ±15:59 cannot be stored: send this time in UTC (Z) or another offset.' });
+    return;
+  }
+  const t = Date.parse(v);
+  if (!(t >= FIRST_INSTANT && t <= LAST_INSTANT)) {
+    ctx.addIssue({ code: 'custom', message: 'In UTC, the time must fall between 0001-01-01T00:00:00Z and 9999-12-31T23:59:59.999Z.' });
+  }
+});
+
+/** How deep additional_properties may nest: deep enough for any real payload, far from any stack's limit. */
+export const MAX_PROPERTIES_DEPTH = 32;
 
 const MAX_PROPERTIES_BYTES = 64 * 1024;
 
@@ -17,6 +42,11 @@ export const metricInputSchema = z
     value: z.number({ error: 'Must be a finite number.' }).optional(),
     additional_properties: z
       .record(z.string(), z.unknown())
+      // First, and aborting: the size check below stringifies, which a deep enough value overflows.
+      .refine((o) => !nestedDeeperThan(o, MAX_PROPERTIES_DEPTH), {
+        message: `Nested at most ${MAX_PROPERTIES_DEPTH} levels deep.`,
+        abort: true,
+      })
       .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
         message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
       })
@@ -49,7 +79,7 @@ export const eventInputSchema = z
     metric: metricInputSchema,
     contact: contactInputSchema.optional(),
     description: z.string().max(10_000).optional(),
-    event_time: rfc3339.optional(),
+    event_time: storableTime.optional(),
     remote_id: z.string().min(1).max(255).nullable().optional(),
     remote_platform: z.string().max(255).nullable().optional(),
   })

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { rfc3339 } from './events.js';
+import { refineStorable } from './storableText.js';
 
 export const conditionOperators = [
   'eq',
@@ -87,6 +88,8 @@ export const flowCreateSchema = z
     status: z.enum(flowStatuses).default('active'),
     trigger: flowTriggerSchema,
   })
+  // Text Postgres cannot store (NUL, a lone surrogate) in a name, metric name or condition: a 400, as for events.
+  .superRefine(refineStorable)
   .meta({ id: 'FlowCreate' });
 export type FlowCreate = z.infer<typeof flowCreateSchema>;
 
@@ -98,6 +101,7 @@ export const flowUpdateSchema = z
     trigger: flowTriggerSchema.optional(),
   })
   .refine((u) => u.name !== undefined || u.status !== undefined || u.trigger !== undefined, { message: 'Give at least one of name, status, trigger.' })
+  .superRefine(refineStorable)
   .meta({ id: 'FlowUpdate' });
 export type FlowUpdate = z.infer<typeof flowUpdateSchema>;
 

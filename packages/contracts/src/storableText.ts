@@ -7,8 +7,7 @@
  */
 export function unstorableText(value: unknown): { path: string; message: string } | null {
   const hit = walk(value);
-  // The path is gathered innermost first on the way back, only for a value that has a hit.
-  return hit && { path: hit.path.reverse().join('.'), message: hit.message };
+  return hit && { path: hit.path.join('.'), message: hit.message };
 }
 
 const NOT_STORABLE = 'Contains a NUL character (\\u0000) or an unpaired surrogate, which cannot be stored.';
@@ -19,24 +18,68 @@ function badString(s: string): boolean {
 
 type Hit = { path: (string | number)[]; message: string };
 
-/** Every event at ingest and every record of every projection goes through here: no allocation unless a hit. */
-function walk(v: unknown): Hit | null {
-  if (typeof v === 'string') return badString(v) ? { path: [], message: NOT_STORABLE } : null;
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      const hit = walk(v[i]);
-      if (hit) return (hit.path.push(i), hit);
+/**
+ * Every event at ingest and every record of every projection goes through here: no allocation unless a hit.
+ * Iterative, with a stack of its own: client data may nest deeper than the call stack goes (a 100,000-level
+ * array is 200 KB of JSON), and a recursive walk would answer it with a RangeError, a 500.
+ */
+function walk(root: unknown): Hit | null {
+  if (typeof root === 'string') return badString(root) ? { path: [], message: NOT_STORABLE } : null;
+  if (root === null || typeof root !== 'object') return null;
+  // Each frame: a container, the keys (objects) or length (arrays) to visit, the next index, its key in its parent.
+  type Frame = { v: object; keys: string[] | null; i: number; at: string | number };
+  const stack: Frame[] = [{ v: root, keys: Array.isArray(root) ? null : Object.keys(root), i: 0, at: '' }];
+  const hit = (message: string, last?: string | number): Hit => {
+    const path = stack.slice(1).map((f) => f.at);
+    if (last !== undefined) path.push(last);
+    return { path, message };
+  };
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1];
+    const n = f.keys ? f.keys.length : (f.v as unknown[]).length;
+    if (f.i >= n) {
+      stack.pop();
+      continue;
     }
-    return null;
-  }
-  if (v !== null && typeof v === 'object') {
-    for (const k in v) {
-      if (!Object.hasOwn(v, k)) continue;
-      if (k === '__proto__') return { path: [k], message: 'Not allowed as a key.' };
-      if (badString(k)) return { path: [k.replace(/\u0000/g, '\\u0000')], message: `This key: ${NOT_STORABLE}` };
-      const hit = walk((v as Record<string, unknown>)[k]);
-      if (hit) return (hit.path.push(k), hit);
+    let key: string | number;
+    let child: unknown;
+    if (f.keys) {
+      key = f.keys[f.i++];
+      if (key === '__proto__') return hit('Not allowed as a key.', key);
+      if (badString(key)) return hit(`This key: ${NOT_STORABLE}`, key.replace(/\u0000/g, '\\u0000'));
+      child = (f.v as Record<string, unknown>)[key];
+    } else {
+      key = f.i++;
+      child = (f.v as unknown[])[key];
+    }
+    if (typeof child === 'string') {
+      if (badString(child)) return hit(NOT_STORABLE, key);
+    } else if (child !== null && typeof child === 'object') {
+      stack.push({ v: child, keys: Array.isArray(child) ? null : Object.keys(child), i: 0, at: key });
     }
   }
   return null;
+}
+
+/**
+ * How deep a JSON value nests past `max` levels, iteratively (a recursive count would overflow on the very
+ * input it guards against): true when some object or array sits deeper than `max` containers down.
+ */
+export function nestedDeeperThan(value: unknown, max: number): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const stack: { v: unknown; depth: number }[] = [{ v: value, depth: 1 }];
+  while (stack.length > 0) {
+    const { v, depth } = stack.pop()!;
+    if (depth > max) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v as object)) {
+      if (child !== null && typeof child === 'object') stack.push({ v: child, depth: depth + 1 });
+    }
+  }
+  return false;
+}
+
+/** For zod's superRefine: an issue at the path of the first text Postgres cannot store (NUL, lone surrogate). */
+export function refineStorable(value: unknown, ctx: { addIssue(issue: { code: 'custom'; path: (string | number)[]; message: string }): void }): void {
+  const hit = walk(value);
+  if (hit) ctx.addIssue({ code: 'custom', path: hit.path, message: hit.message });
 }

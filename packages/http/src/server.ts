@@ -1,4 +1,6 @@
+import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import type { Duplex } from 'node:stream';
 import type { Express } from 'express';
 import type { Logger } from '@shopstream/telemetry';
 
@@ -9,8 +11,37 @@ export interface RunningServer {
   close(timeoutMs?: number): Promise<void>;
 }
 
+/** The request line and headers together, Node's default: a longer URL (10,000 ids in `id__in`) is a 431. */
+export const MAX_HEADER_BYTES = 16 * 1024;
+
+/**
+ * What Node's HTTP parser refuses before express sees the request (headers or URL too large, a malformed
+ * request, a request that took too long to arrive): answered in the one error body with a request id, as
+ * everything else is, instead of Node's bare status line with no body.
+ */
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
+  if (err.code === 'ECONNRESET' || !socket.writable) {
+    socket.destroy();
+    return;
+  }
+  const [status, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'headers_too_large', `The request line and headers are larger than ${MAX_HEADER_BYTES} bytes: shorten the URL (fewer ids per request) or the headers.`]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'request_timeout', 'The request did not arrive in time.']
+        : [400, 'bad_request', 'The request is not valid HTTP/1.1.'];
+  const requestId = randomUUID();
+  logger.info({ request_id: requestId, status, code: err.code }, 'request refused by the HTTP parser');
+  const body = JSON.stringify({ error: { code, message, request_id: requestId, fields: {} } });
+  socket.end(
+    `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
 export async function listen(app: Express, port: number, host: string, logger: Logger): Promise<RunningServer> {
-  const server = http.createServer(app);
+  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
   // Keep-alive longer than common load balancers' idle timeout, so they close first and no request races a close.
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;

@@ -145,6 +145,29 @@ describe('errors of the event endpoints', () => {
     });
   });
 
+  it('400 validation_error for additional_properties nested 5,000 or 100,000 levels deep (it was a stack overflow: a 500)', async () => {
+    const shop = await createTestShop(rt);
+    for (const levels of [5_000, 100_000]) {
+      const body = `{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"a": ${'['.repeat(levels)}${']'.repeat(levels)}}}}`;
+      const a = await post('/events/', body, { ...shop.headers, 'content-type': 'application/json' }, true);
+      expectError(a, 400, 'validation_error', { 'metric.additional_properties': 'Nested at most 32 levels deep.' });
+    }
+  });
+
+  it('431 headers_too_large in the error body, with a request id, for headers or a URL past 16 KiB (it was a bare 431 with no body)', async () => {
+    const shop = await createTestShop(rt);
+    const big = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: { ...shop.headers, 'content-type': 'application/json', 'x-big': 'a'.repeat(20_000) }, body: '{}' });
+    const body = (await big.json()) as any;
+    expect(big.status).toBe(431);
+    expect(body).toEqual({ error: { code: 'headers_too_large', message: expect.stringContaining('16384 bytes'), request_id: big.headers.get('x-request-id'), fields: {} } });
+    const ids = Array.from({ length: 1_000 }, () => randomUUID()).join(',');
+    const long = await fetch(`${server.baseUrl}/v2026-04/events/?id__in=${ids}`, { method: 'POST', headers: { ...shop.headers, 'content-type': 'application/json' }, body: '{}' });
+    expect(long.status).toBe(431);
+    expect(((await long.json()) as any).error.code).toBe('headers_too_large');
+    // The server still answers after refusing.
+    expect((await post('/events/', event(), { ...shop.headers, 'content-type': 'application/json' })).status).toBe(202);
+  });
+
   it('413 payload_too_large above 1 MiB (single) and 10 MiB (bulk); just under the bulk limit is taken', async () => {
     const { headers } = await createTestShop(rt);
     const padded = (bytes: number) => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { normalizePhone, parseEvent } from './parseEvent.js';
+import { unstorableText } from '@shopstream/contracts';
 
 const PHONE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
 
@@ -57,5 +58,51 @@ describe('event_time', () => {
   it('refuses year 0000, which passes the RFC 3339 form but no Postgres timestamp takes', () => {
     expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0000-01-01T00:00:00Z' })).toEqual({ ok: false, fields: { event_time: expect.stringContaining('0000') } });
     expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0001-01-01T00:00:00Z' })).toMatchObject({ ok: true });
+  });
+});
+
+describe('event_time that a projection could not store or answer back', () => {
+  const at = (event_time: string) => parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time });
+
+  it('refuses UTC offsets past ±15:59, which RFC 3339 allows and Postgres does not', () => {
+    for (const t of ['2026-04-01T10:00:00+16:00', '2026-04-01T10:00:00-23:59', '2026-04-01T10:00:00+23:00']) {
+      expect(at(t)).toEqual({ ok: false, fields: { event_time: expect.stringContaining('±15:59') } });
+    }
+    expect(at('2026-04-01T10:00:00+15:59')).toMatchObject({ ok: true });
+    expect(at('2026-04-01T10:00:00-15:59')).toMatchObject({ ok: true });
+  });
+
+  it('refuses instants outside years 0001 to 9999 once in UTC (they were read back as +010000-... or year 0000)', () => {
+    expect(at('9999-12-31T23:59:59-14:00')).toEqual({ ok: false, fields: { event_time: expect.stringContaining('9999-12-31') } });
+    expect(at('0001-01-01T00:00:00+14:00')).toEqual({ ok: false, fields: { event_time: expect.stringContaining('0001-01-01') } });
+    expect(at('9999-12-31T23:59:59Z')).toMatchObject({ ok: true });
+    expect(at('9999-12-31T09:59:59-14:00')).toMatchObject({ ok: true });
+  });
+});
+
+describe('nesting', () => {
+  const deep = (levels: number) => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`) as unknown;
+
+  it('answers a deep additional_properties with a 400 naming the field, whatever the depth (it was a stack overflow, a 500)', () => {
+    for (const levels of [33, 5_000, 100_000]) {
+      expect(parseEvent({ name: 'n', metric: { metric_name: 'm', additional_properties: { a: deep(levels) } } })).toEqual({
+        ok: false,
+        fields: { 'metric.additional_properties': 'Nested at most 32 levels deep.' },
+      });
+    }
+    // 32 levels in all, the additional_properties object being the first.
+    expect(parseEvent({ name: 'n', metric: { metric_name: 'm', additional_properties: { a: deep(31) } } })).toMatchObject({ ok: true });
+  });
+
+  it('walks any depth for text Postgres cannot store without overflowing, naming the path', () => {
+    const value: Record<string, unknown> = {};
+    let at = value;
+    for (let i = 0; i < 100_000; i++) at = (at.k = {}) as Record<string, unknown>;
+    at.bad = 'x\u0000';
+    const hit = unstorableText(value);
+    expect(hit?.message).toContain('NUL');
+    expect(hit?.path.split('.')).toHaveLength(100_001);
+    expect(hit?.path.endsWith('k.k.bad')).toBe(true);
+    expect(unstorableText(deep(100_000))).toBeNull();
   });
 });
