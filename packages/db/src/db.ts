@@ -25,6 +25,30 @@ export interface PostgresOptions {
   url: string;
   poolSize?: number;
   applicationName?: string;
+  connectionTimeoutMs?: number;
+  queueTimeoutMs?: number;
+}
+
+/** The database cannot be reached now (connection refused or lost, pool wait timed out): retry later. */
+export class DatabaseUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'DatabaseUnavailableError';
+  }
+}
+
+const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'CONNECTION_POOL:QUEUE_TIMEOUT']);
+// 57P01-57P03: the server is shutting down or starting; 53300: too many connections.
+const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
+
+/** True for an error that says the database is away, not that the query was wrong. */
+export function isDatabaseUnavailable(e: unknown): boolean {
+  if (e instanceof DatabaseUnavailableError) return true;
+  const err = e as { code?: unknown; message?: unknown } | null;
+  if (!err || typeof err !== 'object') return false;
+  const code = typeof err.code === 'string' ? err.code : '';
+  if (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) return true;
+  return typeof err.message === 'string' && /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error/i.test(err.message);
 }
 
 /** A Db over a PostgreSQL server, through @databases/pg. */
@@ -34,12 +58,35 @@ export function connectPostgres(opts: PostgresOptions): Db {
     bigIntMode: 'string',
     poolSize: opts.poolSize ?? 10,
     applicationName: opts.applicationName ?? 'shopstream',
+    // While the database is away, a request fails within seconds (answered 503) instead of waiting in the
+    // pool's queue for a minute: a connection attempt gives up after 2 s, a wait for a pooled one after 5 s.
+    connectionTimeoutMilliseconds: opts.connectionTimeoutMs ?? 2_000,
+    queueTimeoutMilliseconds: opts.queueTimeoutMs ?? 5_000,
+    // Each failure reaches the caller of the query; the pool's own report would only print to stderr.
+    onError: () => {},
   });
   const listeners = new Set<pg.Client>();
+  // While the server is unreachable, fail at once for a second after each failed attempt (then let one try
+  // again): a request is answered 503 in milliseconds instead of spending the driver's 2 s of connection
+  // retries, and queued requests do not pile up behind them.
+  let downUntil = 0;
+  let downBecause: unknown;
+  const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (Date.now() < downUntil) throw new DatabaseUnavailableError('The database is unreachable.', { cause: downBecause });
+    try {
+      return await fn();
+    } catch (e) {
+      if (isDatabaseUnavailable(e)) {
+        downUntil = Date.now() + 1_000;
+        downBecause = e;
+      }
+      throw e;
+    }
+  };
   return {
     kind: 'postgres',
-    query: (q) => pool.query(q),
-    tx: (fn) => pool.tx((t) => fn(t)),
+    query: (q) => guard(() => pool.query(q)),
+    tx: (fn) => guard(() => pool.tx((t) => fn(t))),
     async listen(channel, onNotify) {
       // LISTEN needs one session for its whole life, which a pool cannot promise.
       const client = new pg.Client({ connectionString: opts.url, application_name: `${opts.applicationName ?? 'shopstream'}-listen` });

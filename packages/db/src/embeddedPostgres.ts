@@ -78,6 +78,8 @@ export interface EmbeddedPostgresOptions {
   attach?: boolean;
   poolSize?: number;
   applicationName?: string;
+  /** The loopback port to start on; a free one by default. */
+  port?: number;
   /** Told where the server is and whether it was started, adopted or attached to. */
   onReady?: (info: { url: string; how: 'started' | 'adopted' | 'attached'; ms: number }) => void;
 }
@@ -217,8 +219,8 @@ async function initCluster(bins: { initdb: string }, dataDir: string, as: { uid:
   if (as) chownSync(path.join(dir, 'postgresql.conf'), as.uid, as.gid);
 }
 
-async function startServer(bins: { pg_ctl: string }, dataDir: string, as: { uid: number; gid: number } | undefined): Promise<number> {
-  const port = await freePort();
+async function startServer(bins: { pg_ctl: string }, dataDir: string, as: { uid: number; gid: number } | undefined, wanted?: number): Promise<number> {
+  const port = wanted ?? (await freePort());
   const logFile = path.join(dataDir, 'postgres.log');
   if (as && !existsSync(logFile)) {
     writeFileSync(logFile, '');
@@ -273,7 +275,7 @@ export async function openEmbeddedPostgres(dataDir: string, opts: EmbeddedPostgr
     else if (as && statSync(clusterDir(dataDir)).uid !== as.uid) chownTree(clusterDir(dataDir), as);
     // A server still running on the cluster was left by an owner that died without stopping it: adopt it.
     const orphan = runningServer(dataDir);
-    const port = orphan ? orphan.port : await startServer(bins, dataDir, as);
+    const port = orphan ? orphan.port : await startServer(bins, dataDir, as, opts.port);
     await ensureDatabase(port);
     const db = connect(port);
     opts.onReady?.({ url: urlFor(port), how: orphan ? 'adopted' : 'started', ms: Date.now() - t0 });

@@ -1,4 +1,4 @@
-export { sql, connectPostgres, formatQuery, type Db, type Queryable, type SQLQuery, type PostgresOptions } from './db.js';
+export { sql, connectPostgres, formatQuery, isDatabaseUnavailable, DatabaseUnavailableError, type Db, type Queryable, type SQLQuery, type PostgresOptions } from './db.js';
 export { openPglite } from './pglite.js';
 export { migrate } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';

@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { isUuid } from '@shopstream/contracts';
-import { sql, type Db } from '@shopstream/db';
+import { isDatabaseUnavailable, sql, type Db } from '@shopstream/db';
 
 export interface ApiKeyInfo {
   id: string;
@@ -22,7 +22,9 @@ export const newSecret = (): string => `ssk_${randomBytes(32).toString('base64ur
 
 /** API keys, stored as SHA-256 hashes of their secrets. */
 export class ApiKeyStore {
-  private cache = new Map<string, { until: number; key: ResolvedKey | null }>();
+  private cache = new Map<string, { until: number; key: ResolvedKey }>();
+  /** Secrets that matched no live key, by hash, with when that answer expires; insertion order is age. */
+  private unknown = new Map<string, number>();
 
   constructor(
     private readonly db: Db,
@@ -47,6 +49,7 @@ export class ApiKeyStore {
       return keyId;
     });
     this.cache.delete(hash.toString('hex'));
+    this.unknown.delete(hash.toString('hex'));
     return { id, secret };
   }
 
@@ -71,22 +74,46 @@ export class ApiKeyStore {
     return rows.length > 0;
   }
 
-  /** The key for this secret with its shops, or null when it is unknown or revoked. Cached for ttlMs. */
+  /**
+   * The key for this secret with its shops, or null when it is unknown or revoked. Cached for ttlMs: known
+   * keys and unknown secrets in two maps, so a flood of bogus secrets evicts only other bogus secrets (oldest
+   * first) and never the keys in use. While the database is unavailable, a known key whose entry expired is
+   * served from the cache (a revocation then takes effect once the database answers again), so producers keep
+   * going through an outage; an unknown secret is then a 503, as anything else needing the database.
+   */
   async resolve(secret: string): Promise<ResolvedKey | null> {
     const hash = hashOf(secret);
     const cacheKey = hash.toString('hex');
     const now = Date.now();
-    const hit = this.cache.get(cacheKey);
-    if (hit && hit.until > now) return hit.key;
-    const rows = await this.db.query(sql`
-      SELECT k.id, s.shop_id FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
-      WHERE k.secret_hash = ${hash} AND k.revoked_at IS NULL`);
-    const key = rows.length === 0 ? null : { id: rows[0].id as string, shops: new Set(rows.filter((r) => r.shop_id).map((r) => r.shop_id as string)) };
-    if (this.cache.size > 10_000) this.cache.clear();
+    const known = this.cache.get(cacheKey);
+    if (known && known.until > now) return known.key;
+    const unknown = this.unknown.get(cacheKey);
+    if (unknown !== undefined && unknown > now) return null;
+    let rows: any[];
+    try {
+      rows = await this.db.query(sql`
+        SELECT k.id, s.shop_id FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
+        WHERE k.secret_hash = ${hash} AND k.revoked_at IS NULL`);
+    } catch (e) {
+      if (known && isDatabaseUnavailable(e)) return known.key;
+      throw e;
+    }
+    if (rows.length === 0) {
+      this.cache.delete(cacheKey);
+      this.unknown.delete(cacheKey);
+      if (this.unknown.size >= MAX_UNKNOWN) this.unknown.delete(this.unknown.keys().next().value!);
+      this.unknown.set(cacheKey, now + this.ttlMs);
+      return null;
+    }
+    const key = { id: rows[0].id as string, shops: new Set(rows.filter((r) => r.shop_id).map((r) => r.shop_id as string)) };
+    if (this.cache.size >= MAX_KNOWN && !this.cache.has(cacheKey)) this.cache.clear();
     this.cache.set(cacheKey, { until: now + this.ttlMs, key });
     return key;
   }
 }
+
+const MAX_KNOWN = 10_000;
+const MAX_UNKNOWN = 10_000;
 
 /**
  * Parses BOOTSTRAP_API_KEYS: `<key>=<shop>[,<shop>...][;<key>=<shop>...]`.

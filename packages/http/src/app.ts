@@ -1,6 +1,7 @@
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@shopstream/contracts';
+import { isDatabaseUnavailable } from '@shopstream/db';
 import { counter, histogram, registry, type Logger } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
@@ -110,6 +111,11 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const e = err as { expose?: boolean; status?: number; message?: string };
   if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
     return sendError(res, requestId, new ApiError('invalid_json', `The body could not be read: ${e.message ?? type}.`));
+  // The database is away (stopped, restarting, unreachable): the client may retry; not our bug, so no 500.
+  if (isDatabaseUnavailable(err)) {
+    (req.log ?? console).warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'database unavailable');
+    return sendError(res, requestId, new ApiError('unavailable', 'The database is unavailable; retry after the delay in Retry-After.', {}, { 'Retry-After': '2' }));
+  }
   (req.log ?? console).error({ err }, 'unhandled error');
   return sendError(res, requestId, new ApiError('internal_error', 'Something went wrong on our side. Quote the request id when you report it.'));
 };
@@ -138,6 +144,8 @@ export interface AppParts {
   readiness: Record<string, () => Promise<boolean>>;
 }
 
+const READINESS_TIMEOUT_MS = 2_000;
+
 /** An express app with the common middleware and the health, readiness and metrics endpoints. */
 export function createBaseApp(parts: AppParts): Express {
   const app = express();
@@ -149,9 +157,16 @@ export function createBaseApp(parts: AppParts): Express {
     res.json({ status: 'ok', service: parts.service });
   });
   app.get('/readyz', async (_req, res) => {
-    const results = await Promise.all(
-      Object.entries(parts.readiness).map(async ([name, check]) => [name, await check().catch(() => false)] as const),
-    );
+    // Each check gets 2 s: a database or broker that does not answer is "not ready", not a hung probe.
+    const within = (p: Promise<boolean>) =>
+      new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS);
+        p.then(
+          (v) => (clearTimeout(timer), resolve(v)),
+          () => (clearTimeout(timer), resolve(false)),
+        );
+      });
+    const results = await Promise.all(Object.entries(parts.readiness).map(async ([name, check]) => [name, await within(check())] as const));
     const ok = results.every(([, up]) => up);
     res.status(ok ? 200 : 503).json({ status: ok ? 'ready' : 'not_ready', checks: Object.fromEntries(results) });
   });

@@ -1,0 +1,75 @@
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, expect, it } from 'vitest';
+import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
+import type { Runtime } from '@shopstream/runtime';
+import { startIngestApi } from '@shopstream/ingest-api';
+import { startQueryApi } from '@shopstream/query-api';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+
+/**
+ * PostgreSQL stopped under the services, then started again: requests that need it are answered 503
+ * `unavailable` with Retry-After in the error body (they were 500s, or hung in the pool's queue for a minute),
+ * /readyz says the database is not ready, events without a contact keep being accepted with a key known from
+ * before, and everything answers again once it is back. A PostgreSQL of the test's own (the embedded mode's
+ * engine in a temporary directory), so stopping it disturbs no one.
+ */
+const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-pg-outage-'));
+chmodSync(dir, 0o755); // as root, the server runs as another OS user, who must be able to enter it
+const dataDir = path.join(dir, 'data');
+let owner: Db | undefined;
+let rt: Runtime | undefined;
+let server: TestServer | undefined;
+afterAll(async () => {
+  await server?.stop().catch(() => {});
+  await rt?.close().catch(() => {});
+  await owner?.close().catch(() => {});
+  rmSync(dir, { recursive: true, force: true });
+});
+
+it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking contactless events from known keys, and recovers', async () => {
+  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
+  const { port } = runningServer(dataDir)!;
+  // A key cache of 200 ms: the outage outlasts it, so the key must come from the cache kept through the outage.
+  rt = await startTestRuntime({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/shopstream`, API_KEY_CACHE_TTL_MS: '200' }, 'pg-outage');
+  server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
+  const shop = await createTestShop(rt);
+  const call = async (method: string, p: string, body?: unknown, headers = shop.headers) => {
+    const res = await fetch(`${server!.baseUrl}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const text = await res.text();
+    return { status: res.status, body: text ? (JSON.parse(text) as any) : null, headers: res.headers };
+  };
+  const contactless = { name: 'Viewed', metric: { metric_name: 'viewed_product' } };
+  const withContact = { name: 'Placed order', metric: { metric_name: 'placed_order' }, contact: { email: 'ada@example.com' } };
+  expect((await call('POST', '/v2026-04/events/', withContact)).status).toBe(202);
+  const before = await call('POST', '/v2026-04/events/', contactless);
+  expect(before.status).toBe(202);
+
+  await owner.close(); // pg_ctl stop: the server is gone
+  owner = undefined;
+  await new Promise((r) => setTimeout(r, 300)); // past the key cache's 200 ms
+
+  const unavailable = (r: { status: number; body: any; headers: Headers }) => {
+    expect(r.status).toBe(503);
+    expect(r.headers.get('retry-after')).toBe('2');
+    expect(r.body).toEqual({ error: { code: 'unavailable', message: expect.any(String), request_id: r.headers.get('x-request-id'), fields: {} } });
+  };
+  unavailable(await call('POST', '/v2026-04/events/', withContact));
+  unavailable(await call('GET', `/v2026-04/activities/${before.body.activity_id}/`));
+  unavailable(await call('GET', '/v2026-04/flows/'));
+  // An unknown key cannot be told from a revoked one without the database: 503 too, not 401 and not 500.
+  unavailable(await call('GET', '/v2026-04/flows/', undefined, { ...shop.headers, authorization: 'Bearer ssk_not-a-key' }));
+  // The known key, from the cache kept through the outage; the event needs only the broker.
+  const during = await call('POST', '/v2026-04/events/', contactless);
+  expect(during.status).toBe(202);
+  const ready = await call('GET', '/readyz');
+  expect(ready.status).toBe(503);
+  expect(ready.body.checks).toMatchObject({ database: false, bus: true });
+
+  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port });
+  await waitFor(async () => (await call('POST', '/v2026-04/events/', withContact)).status === 202, { timeoutMs: 30_000, message: 'ingest with a contact after the database came back' });
+  expect((await call('GET', '/readyz')).status).toBe(200);
+  expect((await call('GET', '/v2026-04/flows/')).status).toBe(200);
+  expect((await call('GET', '/v2026-04/flows/', undefined, { ...shop.headers, authorization: 'Bearer ssk_not-a-key' })).status).toBe(401);
+}, 120_000);
