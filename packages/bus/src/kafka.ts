@@ -17,6 +17,12 @@ export interface KafkaBusOptions {
   publishTimeoutMs?: number;
   /** How long concurrent publishes are gathered into one send. */
   lingerMs?: number;
+  /**
+   * A consumer group member that sends no heartbeat for this long is dropped. After a kill -9, a restarted
+   * member joins only once the dead one's session ran out, so this bounds how long a projector stays away.
+   * Default 8 s (heartbeats every 2.5 s); the broker refuses less than its group.min.session.timeout.ms (6 s).
+   */
+  sessionTimeoutMs?: number;
 }
 
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
@@ -401,7 +407,15 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
 
     async consume(o: ConsumeOptions): Promise<Subscription> {
-      const consumer = kafka.consumer({ groupId: o.groupId, allowAutoTopicCreation: false, maxWaitTimeInMs: 100, retry: { retries: 10 } });
+      const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
+      const consumer = kafka.consumer({
+        groupId: o.groupId,
+        allowAutoTopicCreation: false,
+        maxWaitTimeInMs: 100,
+        retry: { retries: 10 },
+        sessionTimeout,
+        heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
+      });
       consumers.add(consumer);
       consumer.on(consumer.events.CRASH, ({ payload }) => {
         if (payload.restart) return;

@@ -40,6 +40,8 @@ export const envSchema = z.object({
   EXPORT_RATE_LIMIT_PER_MINUTE: int(60),
   // Consumers
   CONSUMER_GROUP_PREFIX: z.string().default('shopstream.'),
+  // How long a consumer group waits for a member that stopped heartbeating (a kill -9) before it moves on.
+  KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
   FLOW_REFRESH_MS: int(2_000),
 });
 export type Env = z.infer<typeof envSchema>;

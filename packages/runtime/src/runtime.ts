@@ -61,6 +61,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
           logger,
           lingerMs: env.INGEST_LINGER_MS,
           publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
+          sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
         })
       : await createPgLogBus({ db, logger });
     const topics = topicNames(env.TOPIC_PREFIX);

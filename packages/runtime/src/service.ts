@@ -22,8 +22,13 @@ export type ServiceFactory = (rt: Runtime) => Promise<StartedService>;
 /**
  * Runs services in this process behind one HTTP port: their routes, /healthz, /readyz, /metrics,
  * /openapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
+ * Services pushed onto `services` after this returns (consumers started in the background) are stopped too.
  */
-export async function serve(rt: Runtime, services: StartedService[], opts: { port: number; host: string; name: string }) {
+export async function serve(
+  rt: Runtime,
+  services: StartedService[],
+  opts: { port: number; host: string; name: string; readiness?: Record<string, () => Promise<boolean>> },
+) {
   const app = createBaseApp({
     service: opts.name,
     logger: rt.logger,
@@ -31,6 +36,7 @@ export async function serve(rt: Runtime, services: StartedService[], opts: { por
       database: async () => (await rt.db.query(sql`SELECT 1 AS ok`)).length === 1,
       bus: () => rt.bus.ping(),
       ...Object.assign({}, ...services.map((s) => s.readiness ?? {})),
+      ...opts.readiness,
     },
   });
   const doc = buildOpenApi(opts.name, services.flatMap((s) => (s.openapi ? [s.openapi] : [])), rt.env.PUBLIC_BASE_URL);

@@ -1,6 +1,6 @@
 import { loadEnv, parseEnvFromArgs } from './args.js';
 import { exitOnSignals, openRuntime, serve, type StartedService } from '@shopstream/runtime';
-import { serviceFactories, serviceNames } from './services.js';
+import { consumerServices, serviceFactories, serviceNames } from './services.js';
 import { ensureDemoKey } from './demo.js';
 
 /**
@@ -21,19 +21,44 @@ const env = loadEnv();
 const name = service ?? 'all-in-one';
 const rt = await openRuntime(env, name);
 const started: StartedService[] = [];
-try {
-  for (const [n, factory] of Object.entries(serviceFactories)) {
-    if (service && n !== service) continue;
-    started.push(await factory(rt));
-  }
-} catch (e) {
+const chosen = Object.entries(serviceFactories).filter(([n]) => !service || n === service);
+const failed = async (e: unknown) => {
   rt.logger.fatal({ err: e }, 'a service failed to start');
   for (const s of started.reverse()) await s.stop().catch(() => {});
   await rt.close();
   process.exit(1);
+};
+try {
+  for (const [n, factory] of chosen) if (!consumerServices.has(n)) started.push(await factory(rt));
+} catch (e) {
+  await failed(e);
 }
-const { server, stop } = await serve(rt, started, { port: env.PORT, host: env.HOST, name });
-signals.started(stop);
+// Listen first, then join the consumer groups: after a kill -9, a group waits out the dead member's session
+// before it lets the new one in, and ingest need not wait for that. /readyz says "consumers": false meanwhile.
+let consumersStarted = false;
+const { server, stop } = await serve(rt, started, {
+  port: env.PORT,
+  host: env.HOST,
+  name,
+  readiness: { consumers: async () => consumersStarted },
+});
+let stopping = false;
+signals.started(() => {
+  stopping = true;
+  return stop();
+});
+void (async () => {
+  for (const [n, factory] of chosen) {
+    if (!consumerServices.has(n) || stopping) continue;
+    const s = await factory(rt);
+    // A stop that began while this one joined its group: stop it too (stop() has taken its list already).
+    if (stopping) await s.stop().catch(() => {});
+    else started.push(s);
+  }
+  consumersStarted = true;
+})().catch(async (e: unknown) => {
+  if (!stopping) await failed(e);
+});
 
 const base = env.PUBLIC_BASE_URL ?? `http://localhost:${server.port}`;
 const lines = [
