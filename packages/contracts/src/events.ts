@@ -115,13 +115,12 @@ export type EventAccepted = z.infer<typeof eventAcceptedSchema>;
 
 import { errorObjectSchema } from './errors.js';
 
+/** One item's result: a union on `status`, so a client that checked it has `event` (or `error`) for sure. */
 export const bulkResultItemSchema = z
-  .object({
-    index: z.number().int(),
-    status: z.enum(['success', 'error']),
-    event: eventAcceptedSchema.optional(),
-    error: errorObjectSchema.optional(),
-  })
+  .discriminatedUnion('status', [
+    z.object({ index: z.number().int(), status: z.literal('success'), event: eventAcceptedSchema }),
+    z.object({ index: z.number().int(), status: z.literal('error'), error: errorObjectSchema }),
+  ])
   .meta({ id: 'BulkResultItem' });
 export type BulkResultItem = z.infer<typeof bulkResultItemSchema>;
 

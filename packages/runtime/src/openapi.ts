@@ -20,6 +20,8 @@ export type OpenApiHeaders = Record<string, OpenApiHeader>;
 
 export interface OpenApiOperation {
   method: 'get' | 'post' | 'patch' | 'delete';
+  /** Stable name of the operation: generated clients name their methods after it. */
+  operationId: string;
   /** OpenAPI path template, e.g. `/v2026-04/flows/{id}/`. */
   path: string;
   summary: string;
@@ -29,6 +31,8 @@ export interface OpenApiOperation {
   /** Expanded into one query parameter per key. */
   query?: z.ZodObject;
   body?: z.ZodType;
+  /** A request body as a client would send it: shown in /docs and by client generators. */
+  bodyExample?: unknown;
   /** Success responses; the error responses are added from `errors`. */
   responses: Record<number, { description: string; schema?: z.ZodType; headers?: OpenApiHeaders }>;
   /** HTTP statuses of the error body this operation can answer. */
@@ -198,6 +202,29 @@ const headerObjects = (headers: OpenApiHeaders) =>
     }),
   );
 
+const tagDescriptions: Record<string, string> = {
+  Events: 'Record customer events (producers).',
+  Activities: 'Read Activities and contact timelines.',
+  Flows: 'Activity Event flows and what they matched.',
+  Conversations: 'Export support conversations (backfills and syncs).',
+};
+
+/**
+ * A query parameter's schema as a client should send it. A string of digits that the route turns into an
+ * integer (`limit`) is documented as that integer, so generated clients take a number; everything else in
+ * its input form.
+ */
+function queryParamSchema(s: z.ZodType, components: Components): Json {
+  const input = components.add(s, 'input');
+  const output = jsonSchema(s, 'output');
+  const digits = input.type === 'string' && typeof input.pattern === 'string' && /^\^\\d\+\$$/.test(input.pattern);
+  if (digits && output.type === 'integer') {
+    const { $schema: _s, ...rest } = output;
+    return { ...rest, ...(input.description ? { description: input.description } : {}) };
+  }
+  return input;
+}
+
 /** An OpenAPI 3.1 document generated from the zod contracts the routes validate with. */
 export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: string): Record<string, unknown> {
   const components = new Components();
@@ -226,34 +253,53 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
   const paths: Record<string, Record<string, unknown>> = {};
   ops.forEach((op, i) => {
     const parameters = [
-      { name: 'X-Shop-Id', in: 'header', required: true, schema: { type: 'string', format: 'uuid' }, description: 'The shop addressed.' },
       ...(op.params ?? []).map((p) => ({ name: p.name, in: p.in, required: p.in === 'path' ? true : (p.required ?? false), description: p.description, schema: components.add(p.schema, 'input') })),
       ...Object.entries(op.query?.shape ?? {}).map(([name, s]) => ({
         name,
         in: 'query',
         required: !(s as z.ZodType).safeParse(undefined).success,
-        schema: components.add(s as z.ZodType, 'input'),
+        schema: queryParamSchema(s as z.ZodType, components),
         description: (s as z.ZodType).description,
       })),
     ];
     paths[op.path] ??= {};
     paths[op.path][op.method] = {
+      operationId: op.operationId,
       summary: op.summary,
       description: op.description,
       tags: op.tags,
       parameters,
-      ...(op.body ? { requestBody: { required: true, content: { 'application/json': { schema: components.add(op.body, 'input') } } } } : {}),
+      ...(op.body
+        ? {
+            requestBody: {
+              required: true,
+              content: { 'application/json': { schema: components.add(op.body, 'input'), ...(op.bodyExample !== undefined ? { example: op.bodyExample } : {}) } },
+            },
+          }
+        : {}),
       responses: responsesOf[i],
     };
   });
+  const tagNames = [...new Set(ops.flatMap((op) => op.tags))];
   return {
     openapi: '3.1.0',
-    info: { title: `Shopstream ${title}`, version: '2026-04', description: 'Event recording and conversation export, one shop per request.' },
-    ...(serverUrl ? { servers: [{ url: serverUrl }] } : {}),
-    security: [{ bearer: [] }],
+    info: {
+      title: `Shopstream ${title}`,
+      version: '2026-04',
+      description: 'Event recording and conversation export, one shop per request.',
+      license: { name: 'MIT', identifier: 'MIT' },
+    },
+    // PUBLIC_BASE_URL when set; else where `pnpm start` listens by default.
+    servers: [serverUrl ? { url: serverUrl } : { url: 'http://localhost:8080', description: 'pnpm start (PORT 8080)' }],
+    // Both on every request: the key, and the shop it addresses (one key may be granted several shops).
+    security: [{ bearer: [], shopId: [] }],
+    tags: tagNames.map((name) => ({ name, description: tagDescriptions[name] ?? name })),
     paths,
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'API key created with `pnpm cli api-keys create`.' } },
+      securitySchemes: {
+        bearer: { type: 'http', scheme: 'bearer', description: 'API key created with `pnpm cli api-keys create`.' },
+        shopId: { type: 'apiKey', in: 'header', name: 'X-Shop-Id', description: 'The uuid of the shop addressed; the key must be granted it.' },
+      },
       schemas: components.schemas,
     },
   };

@@ -46,6 +46,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
       {
         method: 'post',
         path: '/v2026-04/events/',
+        operationId: 'createEvent',
         summary: 'Record an event',
         description:
           'Creates or replays an Activity and emits a metric event. Answered only after the event log durably holds the event. ' +
@@ -53,6 +54,14 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
           `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.`,
         tags: ['Events'],
         body: eventInputSchema,
+        bodyExample: {
+          name: 'Placed order #1001',
+          metric: { metric_name: 'placed_order', value: 149.9, additional_properties: { cart: { total: 149.9, items: 3 } } },
+          contact: { email: 'ada@example.com', phone: '+44 20 7946 0958' },
+          event_time: '2026-04-01T10:00:00Z',
+          remote_id: 'order-1001',
+          remote_platform: 'shopify',
+        },
         responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema } },
         errors: [400, 401, 403, 413, 415, 503],
         errorHeaders: unavailable,
@@ -60,12 +69,19 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
       {
         method: 'post',
         path: '/v2026-04/events/bulk/',
+        operationId: 'createEvents',
         summary: 'Record 1 to 100 events',
         description:
           'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
           'One result per item, in request order. Body at most 10 MiB. On 503 no item was recorded.',
         tags: ['Events'],
         body: bulkRequestDocSchema,
+        bodyExample: {
+          events: [
+            { name: 'Viewed product', metric: { metric_name: 'viewed_product', additional_properties: { sku: 'SKU-1' } }, contact: { email: 'ada@example.com' } },
+            { name: 'Placed order #1002', metric: { metric_name: 'placed_order', value: 42 }, remote_id: 'order-1002', remote_platform: 'shopify' },
+          ],
+        },
         responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema } },
         errors: [400, 401, 403, 413, 415, 503],
         errorHeaders: unavailable,

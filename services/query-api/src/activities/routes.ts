@@ -47,6 +47,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
       {
         method: 'get',
         path: '/v2026-04/activities/{id}/',
+        operationId: 'getActivity',
         summary: 'Get an Activity',
         tags,
         params: [{ name: 'id', in: 'path', schema: z.uuid(), description: 'The activity id the event endpoints answered.' }],
@@ -56,6 +57,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
       {
         method: 'get',
         path: '/v2026-04/activities/',
+        operationId: 'listActivities',
         summary: 'The workspace\'s activities (those without a contact), newest first',
         tags,
         query: activityListQuerySchema,
@@ -65,6 +67,7 @@ export function activityRoutes(rt: Runtime): { router: Router; openapi: OpenApiP
       {
         method: 'get',
         path: '/v2026-04/contacts/{contact_id}/timeline/',
+        operationId: 'listContactTimeline',
         summary: 'A contact\'s timeline, newest event_time first',
         tags,
         params: [{ name: 'contact_id', in: 'path', schema: z.uuid(), description: 'The contact id the event endpoints answered.' }],

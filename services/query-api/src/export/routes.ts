@@ -69,6 +69,7 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}): { rou
         {
           method: 'get',
           path: EXPORT_PATH,
+          operationId: 'exportConversations',
           summary: 'Export conversations',
           description:
             'Conversations with their messages inlined, ordered by (created_at, id), oldest first, in keyset pages; ' +

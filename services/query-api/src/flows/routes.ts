@@ -74,12 +74,12 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
   const tags = ['Flows'];
   const openapi: OpenApiPart = {
     operations: [
-      { method: 'post', path: '/v2026-04/flows/', summary: 'Create a flow', tags, body: flowCreateSchema, responses: { 201: { description: 'The flow.', schema: flowSchema, headers: { Location: 'The flow\'s URL.' } } }, errors: [400, 401, 403, 413, 415] },
-      { method: 'get', path: '/v2026-04/flows/', summary: 'List flows, newest first', tags, query: flowListQuerySchema, responses: { 200: { description: 'A page of flows.', schema: flowPageSchema } }, errors: [400, 401, 403] },
-      { method: 'get', path: '/v2026-04/flows/{id}/', summary: 'Get a flow', tags, params: [idParam], responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404] },
-      { method: 'patch', path: '/v2026-04/flows/{id}/', summary: 'Change a flow\'s name, status or trigger', description: 'A given trigger replaces the whole trigger. The matcher picks the change up within a few seconds.', tags, params: [idParam], body: flowUpdateSchema, responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404, 413, 415] },
-      { method: 'delete', path: '/v2026-04/flows/{id}/', summary: 'Delete a flow', tags, params: [idParam], responses: { 204: { description: 'Deleted: it no longer triggers.' } }, errors: [400, 401, 403, 404] },
-      { method: 'get', path: '/v2026-04/flows/{id}/triggers/', summary: 'A flow\'s triggers, newest first', tags, params: [idParam], query: pageQuerySchema, responses: { 200: { description: 'A page of triggers.', schema: flowTriggerPageSchema } }, errors: [400, 401, 403, 404] },
+      { method: 'post', path: '/v2026-04/flows/', operationId: 'createFlow', summary: 'Create a flow', tags, body: flowCreateSchema, bodyExample: { name: 'Big orders', trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'cart.total', op: 'gte', value: 100 }], contact_conditions: [{ field: 'email', op: 'ends_with', value: '@vip.example' }] } }, responses: { 201: { description: 'The flow.', schema: flowSchema, headers: { Location: 'The flow\'s URL.' } } }, errors: [400, 401, 403, 413, 415] },
+      { method: 'get', path: '/v2026-04/flows/', operationId: 'listFlows', summary: 'List flows, newest first', tags, query: flowListQuerySchema, responses: { 200: { description: 'A page of flows.', schema: flowPageSchema } }, errors: [400, 401, 403] },
+      { method: 'get', path: '/v2026-04/flows/{id}/', operationId: 'getFlow', summary: 'Get a flow', tags, params: [idParam], responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404] },
+      { method: 'patch', path: '/v2026-04/flows/{id}/', operationId: 'updateFlow', summary: 'Change a flow\'s name, status or trigger', description: 'A given trigger replaces the whole trigger. The matcher picks the change up within a few seconds.', tags, params: [idParam], body: flowUpdateSchema, bodyExample: { status: 'paused' }, responses: { 200: { description: 'The flow.', schema: flowSchema } }, errors: [400, 401, 403, 404, 413, 415] },
+      { method: 'delete', path: '/v2026-04/flows/{id}/', operationId: 'deleteFlow', summary: 'Delete a flow', tags, params: [idParam], responses: { 204: { description: 'Deleted: it no longer triggers.' } }, errors: [400, 401, 403, 404] },
+      { method: 'get', path: '/v2026-04/flows/{id}/triggers/', operationId: 'listFlowTriggers', summary: 'A flow\'s triggers, newest first', tags, params: [idParam], query: pageQuerySchema, responses: { 200: { description: 'A page of triggers.', schema: flowTriggerPageSchema } }, errors: [400, 401, 403, 404] },
     ],
   };
   return { router, openapi };
