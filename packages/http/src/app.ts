@@ -46,16 +46,20 @@ Object.defineProperty(express.request, 'log', {
 });
 
 /** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
-export function requestContext(service: string, logger: Logger): RequestHandler {
+export function requestContext(service: string, logger: Logger, routes: string[] = []): RequestHandler {
+  const routeOf = routeMatcher(routes);
   return (req, res, next) => {
     const given = req.get('x-request-id');
     req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.setHeader('X-Request-Id', req.id);
     (req as LoggedRequest)[BASE_LOGGER] = logger;
     const start = process.hrtime.bigint();
+    // Taken now: a router mounted at /v2026-04 strips its mount path from req.url while it runs, and a
+    // response sent from inside it finishes before it puts the path back.
+    const path = req.path;
     res.on('finish', () => {
-      // The route pattern, not the path: ids in paths would make a metric series per id.
-      const route = req.route?.path ? `${req.baseUrl}${req.route.path}` : 'unmatched';
+      // The route template, not the path: ids in paths would make a metric series per id.
+      const route = routeOf(path);
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       const labels = { service, method: req.method, route, status: String(res.statusCode) };
       requests.inc(labels);
@@ -64,11 +68,12 @@ export function requestContext(service: string, logger: Logger): RequestHandler 
       const own = (req as LoggedRequest)[OWN_LOGGER];
       const ms = Math.round(seconds * 1e4) / 10;
       // A logger already made for the request carries the bindings; otherwise the line's fields do.
-      if (own && own.shopId === req.shopId) own.log[level]({ method: req.method, path: req.path, status: res.statusCode, ms }, 'request');
-      else if (req.shopId === undefined) logger[level]({ request_id: req.id, method: req.method, path: req.path, status: res.statusCode, ms }, 'request');
+      // `path` is the template too: logs and metrics group the same, and no id from a path lands in a log line.
+      if (own && own.shopId === req.shopId) own.log[level]({ method: req.method, path: route, status: res.statusCode, ms }, 'request');
+      else if (req.shopId === undefined) logger[level]({ request_id: req.id, method: req.method, path: route, status: res.statusCode, ms }, 'request');
       else
         logger[level](
-          { request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId, method: req.method, path: req.path, status: res.statusCode, ms },
+          { request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId, method: req.method, path: route, status: res.statusCode, ms },
           'request',
         );
     });
@@ -142,6 +147,31 @@ export interface AppParts {
   logger: Logger;
   /** Answers /readyz: each check resolves true when its dependency answers. */
   readiness: Record<string, () => Promise<boolean>>;
+  /** The API's path templates (`/v2026-04/flows/{id}/`): the `route` of metrics and logs, whatever the status. */
+  routes?: string[];
+}
+
+/** The process's own endpoints, besides the API's. */
+const OWN_ROUTES = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs/', '/docs/{asset}'];
+
+/**
+ * Maps a request path to its route template. Taken from the templates, not from express's matched route: a
+ * request refused before its route ran (401, 403, 415 in a middleware, 404 of a known path) has no matched
+ * route, and a route matched in a mounted router has its mount path only in some states, so one endpoint was
+ * counted under three labels. Unknown paths are `unmatched` (a label per path would let anyone add series).
+ */
+export function routeMatcher(templates: string[]): (path: string) => string {
+  const compiled = [...new Set([...templates, ...OWN_ROUTES])].map((t) => ({
+    template: t,
+    re: new RegExp(`^${t.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\\{[^}]+\\\}|\{[^}]+\}/g, '[^/]+')}$`),
+  }));
+  const exact = new Map(compiled.filter((c) => !c.template.includes('{')).map((c) => [c.template, c.template]));
+  return (path) => {
+    const hit = exact.get(path) ?? (path === '/docs' ? '/docs/' : undefined);
+    if (hit) return hit;
+    for (const c of compiled) if (c.re.test(path)) return c.template;
+    return 'unmatched';
+  };
 }
 
 const READINESS_TIMEOUT_MS = 2_000;
@@ -152,7 +182,7 @@ export function createBaseApp(parts: AppParts): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('trust proxy', true);
-  app.use(requestContext(parts.service, parts.logger));
+  app.use(requestContext(parts.service, parts.logger, parts.routes));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: parts.service });
   });

@@ -32,6 +32,7 @@ export async function serve(
   const app = createBaseApp({
     service: opts.name,
     logger: rt.logger,
+    routes: services.flatMap((s) => s.openapi?.operations.map((op) => op.path) ?? []),
     readiness: {
       database: async () => (await rt.db.query(sql`SELECT 1 AS ok`)).length === 1,
       bus: () => rt.bus.ping(),

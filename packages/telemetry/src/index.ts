@@ -25,6 +25,10 @@ export function collectProcessMetrics(): void {
   if (defaultsCollected) return;
   defaultsCollected = true;
   client.collectDefaultMetrics({ register: registry });
+  // prom-client also exports the sums of its nodejs_active_{handles,requests,resources} gauges as gauges named
+  // `*_total`, a suffix Prometheus keeps for counters (`promtool check metrics` refuses them). The per-type gauges
+  // stay; a total is `sum(nodejs_active_handles)`.
+  for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
 }
 
 // Several services may live in one process (all-in-one); each asks for the same metric by name,

@@ -11,6 +11,7 @@ export {
   type PostgresSource,
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
+export { ensurePromtool } from './promtool.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
 
