@@ -6,3 +6,4 @@ export * from './conversations.js';
 export * from './flows.js';
 export * from './activities.js';
 export * from './storableText.js';
+export * from './topicContracts.js';

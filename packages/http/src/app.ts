@@ -152,7 +152,7 @@ export interface AppParts {
 }
 
 /** The process's own endpoints, besides the API's. */
-const OWN_ROUTES = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/docs/', '/docs/{asset}'];
+const OWN_ROUTES = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/asyncapi.json', '/docs/', '/docs/{asset}'];
 
 /**
  * Maps a request path to its route template. Taken from the templates, not from express's matched route: a

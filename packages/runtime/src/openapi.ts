@@ -311,7 +311,9 @@ export function docsHandler(): RequestHandler {
   const assets = (require('swagger-ui-dist') as { getAbsoluteFSPath(): string }).getAbsoluteFSPath();
   const statics = express.static(assets, { index: false });
   const page = `<!doctype html><html><head><meta charset="utf-8"><title>Shopstream API</title>
-<link rel="stylesheet" href="/docs/swagger-ui.css"></head><body><div id="ui"></div>
+<link rel="stylesheet" href="/docs/swagger-ui.css"></head><body>
+<p style="font-family:sans-serif;margin:1em 2em">HTTP API below. Kafka topics: <a href="/asyncapi.json">/asyncapi.json</a> (AsyncAPI 3.0; record schemas in packages/contracts/schemas).</p>
+<div id="ui"></div>
 <script src="/docs/swagger-ui-bundle.js"></script>
 <script>window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#ui' });</script></body></html>`;
   return (req, res, next) => {

@@ -1,6 +1,7 @@
 import type { Router } from 'express';
 import { sql } from '@shopstream/db';
 import { createBaseApp, finishApp, listen, requireAuth } from '@shopstream/http';
+import { buildAsyncApi } from './asyncapi.js';
 import { buildOpenApi, docsHandler, type OpenApiPart } from './openapi.js';
 import type { Runtime } from './runtime.js';
 
@@ -21,7 +22,7 @@ export type ServiceFactory = (rt: Runtime) => Promise<StartedService>;
 
 /**
  * Runs services in this process behind one HTTP port: their routes, /healthz, /readyz, /metrics,
- * /openapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
+ * /openapi.json, /asyncapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
  * Services pushed onto `services` after this returns (consumers started in the background) are stopped too.
  */
 export async function serve(
@@ -43,6 +44,10 @@ export async function serve(
   const doc = buildOpenApi(opts.name, services.flatMap((s) => (s.openapi ? [s.openapi] : [])), rt.env.PUBLIC_BASE_URL);
   app.get('/openapi.json', (_req, res) => {
     res.json(doc);
+  });
+  const topicsDoc = buildAsyncApi(rt.topics, rt.env.KAFKA_BROKERS);
+  app.get('/asyncapi.json', (_req, res) => {
+    res.json(topicsDoc);
   });
   app.use('/docs', docsHandler());
   // Routes under the version prefix all need a key and a shop; health and docs above do not.

@@ -1,0 +1,107 @@
+import { z } from 'zod';
+import { conversationRecordSchema } from './conversations.js';
+import { eventRecordSchema, flowTriggerRecordSchema, metricEventSchema } from './records.js';
+import { headers as H, schemas } from './topics.js';
+
+/** The headers of a dead letter on `<topic>.dlq`, beside the original record's own headers (kept as they were). */
+export const deadLetterHeadersSchema = z
+  .looseObject({
+    [H.dlqReason]: z.string().min(1).describe('Why the record was rejected (at most 1,000 characters).'),
+    [H.dlqSourceTopic]: z.string().min(1).describe('The topic the record came from.'),
+    [H.dlqSourcePartition]: z.string().regex(/^\d+$/).describe('Its partition there.'),
+    [H.dlqSourceOffset]: z.string().regex(/^\d+$/).describe('Its offset there.'),
+  })
+  .meta({ id: 'DeadLetterHeaders' });
+
+export const DLQ_HEADERS_SCHEMA = 'dlq-headers.v1';
+
+/**
+ * Every record contract by the name its `schema` header carries (`event-recorded.v1`), and the dead-letter
+ * headers. A contract version only grows: a change that removes, renames or narrows a field is a new version
+ * (`metric-event.v2`), published beside the old one (docs/versioning.md).
+ */
+export const topicContracts: Record<string, z.ZodType> = {
+  [schemas.eventRecorded]: eventRecordSchema,
+  [schemas.metricEvent]: metricEventSchema,
+  [schemas.flowTriggered]: flowTriggerRecordSchema,
+  [schemas.conversationRecord]: conversationRecordSchema,
+  [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
+};
+
+type Json = Record<string, any>;
+
+/**
+ * The JSON Schema (2020-12) of a contract, as checked in under packages/contracts/schemas/<name>.json. The input
+ * form: what a record may hold, extra fields allowed, so that adding a field within a version keeps old
+ * consumers' validation passing.
+ */
+export function contractJsonSchema(name: string, target: 'draft-2020-12' | 'draft-7' = 'draft-2020-12'): Json {
+  const schema = topicContracts[name];
+  if (!schema) throw new Error(`No topic contract named ${name}`);
+  const json = z.toJSONSchema(schema, { target, io: 'input', unrepresentable: 'any', reused: 'inline' }) as Json;
+  return target === 'draft-2020-12' ? { $schema: json.$schema, $id: `https://shopstream.dev/schemas/${name}.json`, title: name, ...json } : json;
+}
+
+/**
+ * What a change from `before` to `after` takes away from a consumer of the same version: a property removed (or
+ * renamed), a required property made optional, a type, enum or const narrowed, a bound tightened, a format
+ * added, extra properties forbidden. Additions (a new optional property, a wider type) pass.
+ */
+export function compatibilityBreaks(before: Json, after: Json, at = '$'): string[] {
+  const out: string[] = [];
+  const defs = (root: Json) => ({ ...(root.$defs ?? {}), ...(root.definitions ?? {}) }) as Record<string, Json>;
+  const beforeDefs = defs(before);
+  const afterDefs = defs(after);
+  const deref = (node: Json, d: Record<string, Json>): Json =>
+    typeof node?.$ref === 'string' && /^#\/(\$defs|definitions)\//.test(node.$ref) ? deref(d[node.$ref.split('/').pop()!] ?? {}, d) : node;
+  const types = (n: Json): Set<string> | null => {
+    if (n.type === undefined) return null;
+    const t = new Set<string>(Array.isArray(n.type) ? n.type : [n.type]);
+    if (t.has('number')) t.add('integer');
+    return t;
+  };
+  const walk = (b0: Json, a0: Json, path: string) => {
+    const b = deref(b0 ?? {}, beforeDefs);
+    const a = deref(a0 ?? {}, afterDefs);
+    const bt = types(b);
+    const at2 = types(a);
+    if (bt && (!at2 || [...bt].some((t) => !at2.has(t)))) {
+      if (at2) out.push(`${path}: type narrowed from ${[...bt].join('|')} to ${[...at2].join('|')}`);
+    } else if (!bt && at2) out.push(`${path}: type narrowed to ${[...at2].join('|')}`);
+    if (Array.isArray(a.enum) && (!Array.isArray(b.enum) || b.enum.some((v: unknown) => !a.enum.includes(v)))) out.push(`${path}: enum narrowed`);
+    if ('const' in a && (!('const' in b) || JSON.stringify(a.const) !== JSON.stringify(b.const))) out.push(`${path}: const changed`);
+    if (a.format !== undefined && a.format !== b.format) out.push(`${path}: format ${a.format} added`);
+    if (a.pattern !== undefined && a.pattern !== b.pattern) out.push(`${path}: pattern changed`);
+    for (const [k, tighter] of [
+      ['minLength', (x: number, y: number) => y > x],
+      ['maxLength', (x: number, y: number) => y < x],
+      ['minimum', (x: number, y: number) => y > x],
+      ['maximum', (x: number, y: number) => y < x],
+      ['minItems', (x: number, y: number) => y > x],
+      ['maxItems', (x: number, y: number) => y < x],
+    ] as const) {
+      if (a[k] !== undefined && (b[k] === undefined || tighter(b[k], a[k]))) out.push(`${path}: ${k} tightened to ${a[k]}`);
+    }
+    if (a.additionalProperties === false && b.additionalProperties !== false) out.push(`${path}: extra properties now forbidden`);
+    const bp = (b.properties ?? {}) as Record<string, Json>;
+    const ap = (a.properties ?? {}) as Record<string, Json>;
+    const breq = new Set<string>(b.required ?? []);
+    const areq = new Set<string>(a.required ?? []);
+    for (const k of Object.keys(bp)) {
+      if (!(k in ap)) out.push(`${path}.${k}: removed`);
+      else {
+        if (breq.has(k) && !areq.has(k)) out.push(`${path}.${k}: no longer required`);
+        walk(bp[k], ap[k], `${path}.${k}`);
+      }
+    }
+    if (b.items && a.items) walk(b.items, a.items, `${path}[]`);
+    for (const key of ['anyOf', 'oneOf'] as const) {
+      const bs = (b[key] ?? []) as Json[];
+      const as = (a[key] ?? []) as Json[];
+      if (bs.length > 0 && as.length < bs.length) out.push(`${path}: ${key} lost alternatives`);
+      bs.forEach((alt, i) => as[i] && walk(alt, as[i], `${path}.${key}[${i}]`));
+    }
+  };
+  walk(before, after, at);
+  return out;
+}
