@@ -59,6 +59,8 @@ export const postgresOutage: Scenario = {
     let without503RetryAfter = 0;
     let outsideEnvelope = 0;
     let slow = 0; // answered after more than 2 s, or not at all within 15 s
+    const slowSamples: { t: number; ms: number; status: string; withContact: boolean }[] = [];
+    let stoppedAt = 0;
     let maxLatencyMs = 0;
     let sent = 0;
     let phase: 'before' | 'outage' | 'after' = 'before';
@@ -92,7 +94,10 @@ export const postgresOutage: Scenario = {
       }
       const ms = Date.now() - t0;
       maxLatencyMs = Math.max(maxLatencyMs, ms);
-      if (ms > 2_000) slow++;
+      if (ms > 2_000) {
+        slow++;
+        if (slowSamples.length < 200) slowSamples.push({ t: t0 - (stoppedAt || t0), ms, status, withContact });
+      }
       statuses[status] = (statuses[status] ?? 0) + 1;
       byPhase[p][status] = (byPhase[p][status] ?? 0) + 1;
     };
@@ -128,7 +133,7 @@ export const postgresOutage: Scenario = {
     })();
 
     await new Promise((r) => setTimeout(r, beforeMs));
-    const stoppedAt = Date.now();
+    stoppedAt = Date.now();
     await owner.close(); // pg_ctl stop: the database is gone
     owner = undefined;
     phase = 'outage';
@@ -195,7 +200,7 @@ export const postgresOutage: Scenario = {
         { measure: 'doubled (an activity twice on a timeline)', value: Number(tl.doubled), goal: { text: '0', met: Number(tl.doubled) === 0 } },
         { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
       ],
-      details: { rate, outageMs, beforeMs, afterMs, statuses, byPhase, readySamples: readySamples.map((s) => ({ t: s.at - stoppedAt, status: s.status, ms: s.ms })) },
+      details: { rate, outageMs, beforeMs, afterMs, statuses, byPhase, slowSamples, readySamples: readySamples.map((s) => ({ t: s.at - stoppedAt, status: s.status, ms: s.ms })) },
       notes: [
         `Load from the harness process at ${rate} single events/s, open loop, each request with a 15 s timeout; ingest-api and activity-projector as separate processes on their own broker and PostgreSQL.`,
         'Times count from PostgreSQL stopping or starting; the projection time includes the events sent after the start.',
