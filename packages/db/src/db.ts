@@ -66,7 +66,9 @@ export function connectPostgres(opts: PostgresOptions): Db {
     // Each failure of a query reaches its caller. An error on an idle pooled connection (the server shutting
     // down or the connection cut) is the first sign of an outage, seconds before a query's connection attempt
     // gives up: it opens the breaker at once (a probe closes it again within milliseconds if that was all).
-    onError: (e: unknown) => trip(e),
+    onError: (e: unknown) => {
+      if (isDatabaseUnavailable(e)) trip(e);
+    },
   });
   const listeners = new Set<pg.Client>();
   // A circuit breaker. Once a query finds the server unreachable, every query fails at once (answered 503 in
@@ -88,7 +90,10 @@ export function connectPostgres(opts: PostgresOptions): Db {
           down = false;
         } catch (e) {
           downBecause = e;
-          await new Promise((r) => setTimeout(r, 250).unref());
+          // Reachable but refusing (a dropped database, a bad password): not an outage, and the queries'
+          // own errors say more than the breaker's.
+          if (!isDatabaseUnavailable(e)) down = false;
+          else await new Promise((r) => setTimeout(r, 250).unref());
         } finally {
           await client.end().catch(() => {});
         }
