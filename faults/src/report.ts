@@ -41,7 +41,8 @@ export function writeResult(
   meta: { machine: Machine; options: Options; startedAt: Date; loadAvgBefore: number[] },
 ): string {
   mkdirSync(dir, { recursive: true });
-  const file = path.join(dir, `${scenario}.json`);
+  // A --quick run is a look, not the figures of record: it never overwrites a full run's file.
+  const file = path.join(dir, `${scenario}${meta.options.quick ? '.quick' : ''}.json`);
   const body = {
     scenario,
     date: meta.startedAt.toISOString(),
