@@ -59,27 +59,60 @@ export function connectPostgres(opts: PostgresOptions): Db {
     poolSize: opts.poolSize ?? 10,
     applicationName: opts.applicationName ?? 'shopstream',
     // While the database is away, a request fails within seconds (answered 503) instead of waiting in the
-    // pool's queue for a minute: a connection attempt gives up after 2 s, a wait for a pooled one after 5 s.
+    // pool's queue for a minute: a connection attempt gives up after 2 s, a wait for a pooled one after 2 s
+    // (queries that were waiting when the server went away; the ones after it fail at once, see guard).
     connectionTimeoutMilliseconds: opts.connectionTimeoutMs ?? 2_000,
-    queueTimeoutMilliseconds: opts.queueTimeoutMs ?? 5_000,
-    // Each failure reaches the caller of the query; the pool's own report would only print to stderr.
-    onError: () => {},
+    queueTimeoutMilliseconds: opts.queueTimeoutMs ?? 2_000,
+    // Each failure of a query reaches its caller. An error on an idle pooled connection (the server shutting
+    // down or the connection cut) is the first sign of an outage, seconds before a query's connection attempt
+    // gives up: it opens the breaker at once (a probe closes it again within milliseconds if that was all).
+    onError: (e: unknown) => {
+      if (isDatabaseUnavailable(e)) trip(e);
+    },
   });
   const listeners = new Set<pg.Client>();
-  // While the server is unreachable, fail at once for a second after each failed attempt (then let one try
-  // again): a request is answered 503 in milliseconds instead of spending the driver's 2 s of connection
-  // retries, and queued requests do not pile up behind them.
-  let downUntil = 0;
+  // A circuit breaker. Once a query finds the server unreachable, every query fails at once (answered 503 in
+  // milliseconds) until a probe of our own connects again: the pool is kept out of it, because @databases/pg
+  // retries a failed connection for 2 s before failing and its queue fills behind those attempts, so letting
+  // requests through every second held them for 2-8 s each through an outage (faults postgres-outage).
+  // The probe is a bare pg.Client with a 1 s connect timeout, at most one at a time, every 250 ms.
+  let down = false;
   let downBecause: unknown;
+  let probing: Promise<void> | undefined;
+  const probe = () => {
+    probing ??= (async () => {
+      while (down) {
+        const client = new pg.Client({ connectionString: opts.url, connectionTimeoutMillis: 1_000, application_name: `${opts.applicationName ?? 'shopstream'}-probe` });
+        client.on('error', () => {});
+        try {
+          await client.connect();
+          await client.query('SELECT 1');
+          down = false;
+        } catch (e) {
+          downBecause = e;
+          // Reachable but refusing (a dropped database, a bad password): not an outage, and the queries'
+          // own errors say more than the breaker's.
+          if (!isDatabaseUnavailable(e)) down = false;
+          else await new Promise((r) => setTimeout(r, 250).unref());
+        } finally {
+          await client.end().catch(() => {});
+        }
+      }
+    })().finally(() => (probing = undefined));
+  };
+  let closed = false;
+  function trip(e: unknown) {
+    if (closed) return;
+    down = true;
+    downBecause = e;
+    probe();
+  }
   const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (Date.now() < downUntil) throw new DatabaseUnavailableError('The database is unreachable.', { cause: downBecause });
+    if (down) throw new DatabaseUnavailableError('The database is unreachable.', { cause: downBecause });
     try {
       return await fn();
     } catch (e) {
-      if (isDatabaseUnavailable(e)) {
-        downUntil = Date.now() + 1_000;
-        downBecause = e;
-      }
+      if (isDatabaseUnavailable(e)) trip(e);
       throw e;
     }
   };
@@ -105,6 +138,9 @@ export function connectPostgres(opts: PostgresOptions): Db {
       };
     },
     async close() {
+      closed = true;
+      down = false;
+      await probing;
       await Promise.all([...listeners].map((c) => c.end().catch(() => {})));
       await pool.dispose();
     },

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 
-export { ensureKafka, waitForKafka, type KafkaHandle, type KafkaOptions, type KafkaSource } from './kafka.js';
+export { ensureKafka, startLocalKafka, waitForKafka, type KafkaHandle, type KafkaOptions, type KafkaSource } from './kafka.js';
 export {
   createTestDatabase,
   dropTestDatabase,

@@ -1,0 +1,210 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { startLocalKafka } from '@shopstream/testkit';
+import { randomPort, startService, until } from '../services.js';
+import type { Context, Figures, Scenario } from '../types.js';
+
+/**
+ * PostgreSQL stopped for 15 s under a steady stream of single events (half with a contact, which needs the
+ * database; half without, which needs only the broker and the cached key), then started again on its data.
+ * Its own PostgreSQL (the embedded mode's engine in a temporary directory) and its own broker; ingest-api and
+ * activity-projector as separate processes; the load from this process.
+ */
+export const postgresOutage: Scenario = {
+  name: 'postgres-outage',
+  description: 'PostgreSQL stopped 15 s under load: 503 + Retry-After (never 500, never hanging), readyz red, nothing accepted lost',
+  async run(ctx: Context): Promise<Figures> {
+    const rate = ctx.opts.quick ? 100 : 200;
+    const outageMs = ctx.opts.quick ? 8_000 : 15_000;
+    const beforeMs = ctx.opts.quick ? 4_000 : 8_000;
+    const afterMs = ctx.opts.quick ? 8_000 : 15_000;
+
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-pg-'));
+    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
+    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const dataDir = path.join(dir, 'data');
+    let owner: Db | undefined = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
+    ctx.defer(async () => void (await owner?.close()));
+    const pgPort = runningServer(dataDir)!.port;
+    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
+    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const kafka = await startLocalKafka({});
+    ctx.defer(() => kafka.stop());
+    ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+
+    const shopId = randomUUID();
+    const key = `faults_${randomBytes(24).toString('base64url')}`;
+    const env = {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      KAFKA_BROKERS: kafka.brokers.join(','),
+      BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
+      LOG_LEVEL: 'warn',
+      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
+    };
+    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
+    ctx.defer(() => ingest.kill());
+    const projector = startService(ctx.repoRoot, 'activity-projector', randomPort(), env);
+    ctx.defer(() => projector.kill());
+    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
+    await until(() => ready(ingest.baseUrl), 120_000, `ingest-api ready (log ${ingest.logFile})`);
+    await until(() => ready(projector.baseUrl), 120_000, `activity-projector ready (log ${projector.logFile})`);
+    ctx.log('services ready; load starts');
+
+    const headers = { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' };
+    const statuses: Record<string, number> = {};
+    const accepted: string[] = [];
+    let without503RetryAfter = 0;
+    let outsideEnvelope = 0;
+    let slow = 0; // answered after more than 2 s, or not at all within 15 s
+    const slowSamples: { t: number; ms: number; status: string; withContact: boolean }[] = [];
+    let stoppedAt = 0;
+    let maxLatencyMs = 0;
+    let sent = 0;
+    let phase: 'before' | 'outage' | 'after' = 'before';
+    let pgBackAt = 0;
+    let firstContact202AfterBack = 0;
+    const byPhase: Record<string, Record<string, number>> = { before: {}, outage: {}, after: {} };
+    const inflight = new Set<Promise<void>>();
+    const one = async (i: number) => {
+      const withContact = i % 2 === 0;
+      const body = { name: 'Viewed', metric: { metric_name: withContact ? 'placed_order' : 'viewed_product' }, ...(withContact ? { contact: { email: `c${i % 500}@example.com` } } : {}) };
+      const t0 = Date.now();
+      const p = phase;
+      let status = 'timeout';
+      try {
+        const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+        status = String(res.status);
+        const text = await res.text();
+        let parsed: any;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        if (res.status === 202) {
+          accepted.push(parsed.activity_id);
+          if (withContact && pgBackAt && !firstContact202AfterBack && t0 >= pgBackAt) firstContact202AfterBack = Date.now();
+        } else if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
+        if (res.status === 503 && !res.headers.get('retry-after')) without503RetryAfter++;
+      } catch {
+        status = 'timeout';
+      }
+      const ms = Date.now() - t0;
+      maxLatencyMs = Math.max(maxLatencyMs, ms);
+      if (ms > 2_000) {
+        slow++;
+        if (slowSamples.length < 200) slowSamples.push({ t: t0 - (stoppedAt || t0), ms, status, withContact });
+      }
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      byPhase[p][status] = (byPhase[p][status] ?? 0) + 1;
+    };
+    let loadOn = true;
+    const load = (async () => {
+      const t0 = Date.now();
+      while (loadOn) {
+        const due = Math.floor(((Date.now() - t0) / 1000) * rate);
+        while (sent < due) {
+          const p = one(sent++);
+          inflight.add(p);
+          void p.finally(() => inflight.delete(p));
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+
+    // /readyz of ingest, polled twice a second throughout: how long it takes to turn red, and green again.
+    const readySamples: { at: number; status: number | 'timeout'; ms: number }[] = [];
+    let polling = true;
+    const poller = (async () => {
+      while (polling) {
+        const t = Date.now();
+        let s: number | 'timeout' = 'timeout';
+        try {
+          s = (await fetch(`${ingest.baseUrl}/readyz`, { signal: AbortSignal.timeout(5_000) })).status;
+        } catch {
+          s = 'timeout';
+        }
+        readySamples.push({ at: t, status: s, ms: Date.now() - t });
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    })();
+
+    await new Promise((r) => setTimeout(r, beforeMs));
+    stoppedAt = Date.now();
+    await owner.close(); // pg_ctl stop: the database is gone
+    owner = undefined;
+    phase = 'outage';
+    ctx.log(`PostgreSQL stopped for ${outageMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, outageMs));
+    owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port: pgPort });
+    pgBackAt = Date.now();
+    phase = 'after';
+    ctx.log('PostgreSQL started again');
+    await new Promise((r) => setTimeout(r, afterMs));
+    loadOn = false;
+    await load;
+    await Promise.allSettled([...inflight]);
+    polling = false;
+    await poller;
+    ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
+
+    // Projection caught up: every accepted event an activity. The time counts from PostgreSQL's return.
+    const db = owner;
+    const missing = async () => {
+      const rows = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${accepted}::uuid[])`);
+      return accepted.length - Number(rows[0].n);
+    };
+    let caughtUpMs: number | undefined;
+    try {
+      await until(async () => (await missing()) === 0, 120_000, 'projection caught up', 250);
+      caughtUpMs = Date.now() - pgBackAt;
+    } catch {
+      caughtUpMs = undefined;
+    }
+    const lost = await missing();
+    const [tl] = await db.query(sql`
+      SELECT count(*)::int AS doubled FROM (
+        SELECT activity_id FROM contact_timeline WHERE shop_id = ${shopId} GROUP BY activity_id HAVING count(*) > 1) d`);
+    const [extra] = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND NOT (id = ANY(${accepted}::uuid[]))`);
+
+    const during = readySamples.filter((s) => s.at >= stoppedAt + 2_500 && s.at < pgBackAt);
+    const firstRed = readySamples.find((s) => s.at >= stoppedAt && s.status !== 200);
+    const greenAgain = readySamples.find((s) => s.at >= pgBackAt && s.status === 200);
+    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const ingestBackMs = firstContact202AfterBack ? firstContact202AfterBack - pgBackAt : undefined;
+    const sec = (ms: number | undefined) => (ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)));
+    return {
+      versions: { kafka: kafka.version, postgres: pgVersion },
+      rows: [
+        { measure: 'load held', value: rate, unit: 'requests/s (half with a contact)' },
+        { measure: 'fault', value: `PostgreSQL stopped ${outageMs / 1000} s, started on its data`, unit: '' },
+        { measure: 'requests sent', value: sent },
+        { measure: 'accepted (202)', value: accepted.length },
+        { measure: 'answers by status', value: Object.entries(statuses).sort().map(([s, n]) => `${s}: ${n}`).join(', ') },
+        { measure: '5xx other than 503', value: fiveHundreds, goal: { text: '0', met: fiveHundreds === 0 } },
+        { measure: '503 without Retry-After', value: without503RetryAfter, goal: { text: '0', met: without503RetryAfter === 0 } },
+        { measure: 'answers outside the error envelope', value: outsideEnvelope, goal: { text: '0', met: outsideEnvelope === 0 } },
+        { measure: 'answers after more than 2 s (or none in 15 s)', value: slow, goal: { text: '0', met: slow === 0 } },
+        { measure: 'slowest answer', value: Number((maxLatencyMs / 1000).toFixed(2)), unit: 's' },
+        { measure: 'contactless accepted during the outage', value: byPhase.outage['202'] ?? 0, goal: { text: '> 0 (cached key, broker only)', met: (byPhase.outage['202'] ?? 0) > 0 } },
+        { measure: '/readyz red during the outage (samples)', value: `${during.filter((s) => s.status === 503).length} of ${during.length}`, goal: { text: 'all', met: during.length > 0 && during.every((s) => s.status === 503) } },
+        { measure: '/readyz slowest answer', value: Number((Math.max(...readySamples.map((s) => s.ms)) / 1000).toFixed(2)), unit: 's', goal: { text: '≤ 2.5 s', met: readySamples.every((s) => s.ms <= 2_500) } },
+        { measure: '/readyz red after the stop', value: sec(firstRed ? firstRed.at - stoppedAt : undefined), unit: 's' },
+        { measure: '/readyz green after the start', value: sec(greenAgain ? greenAgain.at - pgBackAt : undefined), unit: 's' },
+        { measure: 'ingest with a contact 202 again after the start', value: sec(ingestBackMs), unit: 's', goal: { text: '≤ 5 s', met: ingestBackMs !== undefined && ingestBackMs <= 5_000 } },
+        { measure: 'projection caught up after the start', value: sec(caughtUpMs), unit: 's', goal: { text: '≤ 10 s after the load ends', met: caughtUpMs !== undefined && caughtUpMs <= afterMs + 10_000 } },
+        { measure: 'lost (202 without an activity)', value: lost, goal: { text: '0', met: lost === 0 } },
+        { measure: 'doubled (an activity twice on a timeline)', value: Number(tl.doubled), goal: { text: '0', met: Number(tl.doubled) === 0 } },
+        { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
+      ],
+      details: { rate, outageMs, beforeMs, afterMs, statuses, byPhase, slowSamples, readySamples: readySamples.map((s) => ({ t: s.at - stoppedAt, status: s.status, ms: s.ms })) },
+      notes: [
+        `Load from the harness process at ${rate} single events/s, open loop, each request with a 15 s timeout; ingest-api and activity-projector as separate processes on their own broker and PostgreSQL.`,
+        'Times count from PostgreSQL stopping or starting; the projection time includes the events sent after the start.',
+      ],
+    };
+  },
+};

@@ -1,0 +1,57 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, openSync, closeSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+/**
+ * One Shopstream service as its own process, started as `pnpm start` and the tests' spawns start them
+ * (services/<name>/src/main.ts through tsx on the sources), so a kill -9 is a real one.
+ */
+export interface Service {
+  name: string;
+  port: number;
+  baseUrl: string;
+  process: ChildProcess;
+  logFile: string;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export function startService(repoRoot: string, name: string, port: number, env: Record<string, string>): Service {
+  const dir = path.join(os.tmpdir(), 'shopstream-faults');
+  mkdirSync(dir, { recursive: true });
+  const logFile = path.join(dir, `${name}-${process.pid}-${Date.now()}.log`);
+  const fd = openSync(logFile, 'a');
+  const child = spawn(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', `services/${name}/src/main.ts`], {
+    cwd: repoRoot,
+    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    stdio: ['ignore', fd, fd],
+  });
+  closeSync(fd);
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  return {
+    name,
+    port,
+    baseUrl: `http://127.0.0.1:${port}`,
+    process: child,
+    logFile,
+    async kill(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      const t = setTimeout(() => child.kill('SIGKILL'), 15_000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
+}
+
+/** Polls fn every intervalMs until it answers true; the time it took, or throws after timeoutMs. */
+export async function until(fn: () => Promise<boolean>, timeoutMs: number, what: string, intervalMs = 100): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    if (await fn().catch(() => false)) return Date.now() - t0;
+    if (Date.now() - t0 > timeoutMs) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+}
+
+export const randomPort = () => 20000 + Math.floor(Math.random() * 10000);
