@@ -248,8 +248,12 @@ describe('/docs', () => {
     expect(page.headers.get('content-type')).toMatch(/^text\/html\b/);
     const html = await page.text();
     expect(html).toContain("url: '/openapi.json'");
-    const assets = [...html.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
+    // What the page loads (scripts, stylesheets) must come from this server; the links it offers are checked too.
+    const assets = [...html.matchAll(/<(?:script|link)\b[^>]*(?:src|href)="([^"]+)"/g)].map((m) => m[1]);
     expect(assets.sort()).toEqual(['/docs/swagger-ui-bundle.js', '/docs/swagger-ui.css']);
+    const links = [...html.matchAll(/<a\b[^>]*href="([^"]+)"/g)].map((m) => m[1]);
+    expect(links).toEqual(['/asyncapi.json']);
+    expect((await fetch(`${server.baseUrl}/asyncapi.json`)).status).toBe(200);
     const js = await fetch(`${server.baseUrl}/docs/swagger-ui-bundle.js`);
     expect(js.status).toBe(200);
     expect(js.headers.get('content-type')).toMatch(/^(application|text)\/javascript\b/);
