@@ -207,8 +207,27 @@ export function createBaseApp(parts: AppParts): Express {
   return app;
 }
 
-/** Must be added after every route: unknown paths get the error body, not express's HTML. */
-export function finishApp(app: Express): void {
-  app.use((req, _res, next) => next(new ApiError('not_found', `No route for ${req.method} ${req.path}.`)));
+/**
+ * Must be added after every route: unknown paths get the error body, not express's HTML. A known path asked
+ * with a method it does not have (`HEAD /v2026-04/events/`) is a 405 with `Allow`, from `operations` (the
+ * API's methods by path template); express answers HEAD for every GET route itself.
+ */
+export function finishApp(app: Express, operations: { method: string; path: string }[] = []): void {
+  const routeOf = routeMatcher(operations.map((op) => op.path));
+  const allowed = new Map<string, Set<string>>();
+  for (const op of operations) {
+    const methods = allowed.get(op.path) ?? new Set<string>();
+    methods.add(op.method.toUpperCase());
+    if (op.method.toUpperCase() === 'GET') methods.add('HEAD');
+    allowed.set(op.path, methods);
+  }
+  app.use((req, _res, next) => {
+    const methods = allowed.get(routeOf(req.path));
+    if (methods && !methods.has(req.method)) {
+      const allow = [...methods].sort().join(', ');
+      return next(new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; use ${allow}.`, {}, { Allow: allow }));
+    }
+    next(new ApiError('not_found', `No route for ${req.method} ${req.path}.`));
+  });
   app.use(errorHandler);
 }

@@ -48,7 +48,7 @@ export async function serve(
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
   app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
-  finishApp(app);
+  finishApp(app, services.flatMap((s) => s.openapi?.operations.map((op) => ({ method: op.method, path: op.path })) ?? []));
   const server = await listen(app, opts.port, opts.host, rt.logger);
   let stopping: Promise<void> | null = null;
   const stop = () =>
