@@ -46,10 +46,12 @@ Object.defineProperty(express.request, 'log', {
 });
 
 /** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
-export function requestContext(service: string, logger: Logger, routes: string[] = []): RequestHandler {
+export function requestContext(service: string, logger: Logger, routes: string[] = [], trustRequestId = false): RequestHandler {
   const routeOf = routeMatcher(routes);
   return (req, res, next) => {
-    const given = req.get('x-request-id');
+    // A client's X-Request-Id only when a proxy in front sets it (TRUST_REQUEST_ID): otherwise anyone could
+    // choose the ids in our logs, or send a secret there and have it logged.
+    const given = trustRequestId ? req.get('x-request-id') : undefined;
     req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.setHeader('X-Request-Id', req.id);
     (req as LoggedRequest)[BASE_LOGGER] = logger;
@@ -149,6 +151,21 @@ export interface AppParts {
   readiness: Record<string, () => Promise<boolean>>;
   /** The API's path templates (`/v2026-04/flows/{id}/`): the `route` of metrics and logs, whatever the status. */
   routes?: string[];
+  /**
+   * express's `trust proxy` (TRUST_PROXY): `true`, a hop count, or addresses and subnets
+   * (`loopback, 10.0.0.0/8`). Unset: X-Forwarded-For and -Proto are ignored (any client could set them).
+   */
+  trustProxy?: string;
+  /** Adopt a client's X-Request-Id (TRUST_REQUEST_ID), for a proxy in front that sets it. */
+  trustRequestId?: boolean;
+}
+
+/** TRUST_PROXY as express takes it: booleans and hop counts as such, anything else as addresses. */
+export function trustProxySetting(value: string | undefined): boolean | number | string {
+  if (value === undefined || value.trim() === '' || value.trim() === 'false') return false;
+  if (value.trim() === 'true') return true;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  return value;
 }
 
 /** The process's own endpoints, besides the API's. */
@@ -181,8 +198,8 @@ export function createBaseApp(parts: AppParts): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.set('trust proxy', true);
-  app.use(requestContext(parts.service, parts.logger, parts.routes));
+  app.set('trust proxy', trustProxySetting(parts.trustProxy));
+  app.use(requestContext(parts.service, parts.logger, parts.routes, parts.trustRequestId));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: parts.service });
   });

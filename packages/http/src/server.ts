@@ -39,12 +39,32 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   );
 }
 
-export async function listen(app: Express, port: number, host: string, logger: Logger): Promise<RunningServer> {
-  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+/** How long a client may take; each is checked about every second, so a limit fires within a second of it. */
+export interface ServerTimeouts {
+  /** Until the request line and headers have arrived (half-sent headers holding connections): 408. */
+  headersTimeoutMs: number;
+  /** Until the whole request, body included, has arrived (a body sent at a byte a second): 408. */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection: longer than common load balancers' idle timeout, so they close first. */
+  keepAliveTimeoutMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 65_000 };
+
+export async function listen(app: Express, port: number, host: string, logger: Logger, timeouts: ServerTimeouts = DEFAULT_TIMEOUTS): Promise<RunningServer> {
+  const server = http.createServer(
+    {
+      maxHeaderSize: MAX_HEADER_BYTES,
+      // Node refuses a headers timeout above the request timeout.
+      headersTimeout: Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs),
+      requestTimeout: timeouts.requestTimeoutMs,
+      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      // Node checks the two timeouts above every 30 s by default: a 10 s limit could then take 40 s.
+      connectionsCheckingInterval: 1_000,
+    },
+    app,
+  );
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
-  // Keep-alive longer than common load balancers' idle timeout, so they close first and no request races a close.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
