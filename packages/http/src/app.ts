@@ -118,6 +118,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const e = err as { expose?: boolean; status?: number; message?: string };
   if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
     return sendError(res, requestId, new ApiError('invalid_json', `The body could not be read: ${e.message ?? type}.`));
+  // The router could not decode a path parameter (`/flows/%ZZ/`): a URIError with status 400 and no `expose`.
+  if (err instanceof URIError)
+    return sendError(res, requestId, new ApiError('bad_request', 'The URL holds a malformed percent-encoding (%XX with two hex digits).'));
   // The database is away (stopped, restarting, unreachable): the client may retry; not our bug, so no 500.
   if (isDatabaseUnavailable(err)) {
     (req.log ?? console).warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'database unavailable');

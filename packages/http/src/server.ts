@@ -20,7 +20,11 @@ export const MAX_HEADER_BYTES = 16 * 1024;
  * everything else is, instead of Node's bare status line with no body.
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // A response on this connection still being sent, or sent as its last (the parser failed on bytes after it,
+  // e.g. the rest of a body the server did not read): a second answer would be read as garbage after it.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean; writableFinished?: boolean; shouldKeepAlive?: boolean } })._httpMessage;
+  const answered = inFlight?.headersSent === true && (inFlight.writableFinished !== true || inFlight.shouldKeepAlive === false);
+  if (err.code === 'ECONNRESET' || !socket.writable || answered) {
     socket.destroy();
     return;
   }
@@ -33,9 +37,13 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   const requestId = randomUUID();
   logger.info({ request_id: requestId, status, code: err.code }, 'request refused by the HTTP parser');
   const body = JSON.stringify({ error: { code, message, request_id: requestId, fields: {} } });
+  // The answer to a HEAD has the headers of the body but not the body (a client would read the body as the
+  // start of a next response). The method is known from the bytes refused when they hold the request line.
+  const head = (err as { rawPacket?: unknown }).rawPacket;
+  const isHead = Buffer.isBuffer(head) && head.subarray(0, 5).toString('latin1') === 'HEAD ';
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${isHead ? '' : body}`,
   );
 }
 
