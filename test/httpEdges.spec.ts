@@ -98,3 +98,29 @@ describe('what the HTTP layer refuses is answered in the error body with a reque
     expect(envelope(garbage).code).toBe('bad_request');
   });
 });
+
+describe('deep nesting anywhere in a body is a 400, never a 500', () => {
+  const nested = (n: number) => '['.repeat(n) + '1' + ']'.repeat(n);
+  it.each([5_000, 100_000])('%i levels: in an event, a bulk item, a flow condition value, a flow patch, and as the whole body', async (n) => {
+    const bodies: [string, string, string][] = [
+      ['POST', '/v2026-04/events/', `{"name":"n","metric":{"metric_name":"m","additional_properties":{"x":${nested(n)}}}}`],
+      ['POST', '/v2026-04/events/', nested(n)],
+      ['POST', '/v2026-04/events/bulk/', `{"events":[{"name":"n","metric":{"metric_name":"m","additional_properties":{"x":${nested(n)}}}}]}`],
+      ['POST', '/v2026-04/flows/', `{"name":"f","trigger":{"metric_name":"m","property_conditions":[{"field":"a","op":"eq","value":${nested(n)}}]}}`],
+      ['PATCH', '/v2026-04/flows/00000000-0000-4000-8000-000000000000/', `{"trigger":{"metric_name":"m","property_conditions":[{"field":"a","op":"eq","value":${nested(n)}}]}}`],
+    ];
+    for (const [method, path, body] of bodies) {
+      const res = await fetch(`${server.baseUrl}${path}`, { method, headers: shop.headers, body });
+      const text = await res.text();
+      if (path.endsWith('/bulk/')) {
+        // Bulk reports the item, as it does any invalid item.
+        expect(res.status).toBe(200);
+        expect(JSON.parse(text).results[0].error.fields).toEqual({ 'metric.additional_properties': 'Nested at most 32 levels deep.' });
+        continue;
+      }
+      expect(res.status, `${method} ${path}: ${text.slice(0, 300)}`).toBeGreaterThanOrEqual(400);
+      expect(res.status, `${method} ${path}: ${text.slice(0, 300)}`).toBeLessThan(500);
+      expect(JSON.parse(text).error.request_id).toBe(res.headers.get('x-request-id'));
+    }
+  });
+});
