@@ -3,15 +3,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { startActivityProjector } from '@shopstream/activity-projector';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 
 let rt: Runtime;
 let server: TestServer;
 let shop: Awaited<ReturnType<typeof createTestShop>>;
 
 beforeAll(async () => {
-  rt = await startTestRuntime({}, 'http-edges-spec');
-  server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
+  rt = await startTestRuntime({ CONSUMER_GROUP_PREFIX: `http-edges-${Date.now()}.` }, 'http-edges-spec');
+  server = await startTestServer(rt, [await startActivityProjector(rt), await startIngestApi(rt), await startQueryApi(rt)]);
   shop = await createTestShop(rt);
 });
 afterAll(async () => {
@@ -121,6 +122,33 @@ describe('deep nesting anywhere in a body is a 400, never a 500', () => {
       expect(res.status, `${method} ${path}: ${text.slice(0, 300)}`).toBeGreaterThanOrEqual(400);
       expect(res.status, `${method} ${path}: ${text.slice(0, 300)}`).toBeLessThan(500);
       expect(JSON.parse(text).error.request_id).toBe(res.headers.get('x-request-id'));
+    }
+  });
+});
+
+describe('times at the edges of what is stored are read back as they were accepted, in RFC 3339', () => {
+  it('the first and last instants accepted round-trip through the projection; one past either side is a 400', async () => {
+    const cases: [string, string][] = [
+      ['0001-01-01T00:00:00Z', '0001-01-01T00:00:00.000Z'],
+      ['0001-01-01T14:00:00+14:00', '0001-01-01T00:00:00.000Z'],
+      ['9999-12-31T23:59:59.999Z', '9999-12-31T23:59:59.999Z'],
+      ['9999-12-31T09:59:59-14:00', '9999-12-31T23:59:59.000Z'],
+      ['2026-04-01T10:00:00+15:59', '2026-03-31T18:01:00.000Z'],
+    ];
+    for (const [sent, readBack] of cases) {
+      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: sent }) });
+      expect(res.status, sent).toBe(202);
+      const id = ((await res.json()) as any).activity_id as string;
+      const activity = await waitFor(async () => {
+        const r = await fetch(`${server.baseUrl}/v2026-04/activities/${id}/`, { headers: shop.headers });
+        return r.status === 200 ? ((await r.json()) as any) : null;
+      }, { message: `activity for ${sent}` });
+      expect(activity.event_time, sent).toBe(readBack);
+    }
+    for (const bad of ['0001-01-01T00:00:00+14:00', '9999-12-31T23:59:59-14:00', '2026-04-01T10:00:00+16:00', '2026-04-01T10:00:00-23:59']) {
+      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: bad }) });
+      expect(res.status, bad).toBe(400);
+      expect(((await res.json()) as any).error.fields).toHaveProperty('event_time');
     }
   });
 });
