@@ -29,6 +29,14 @@ export const envSchema = z.object({
   PUBLIC_BASE_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: int(15_000),
+  // How long a client may take: the headers, the whole request (body included), an idle keep-alive connection.
+  HTTP_HEADERS_TIMEOUT_MS: int(10_000),
+  HTTP_REQUEST_TIMEOUT_MS: int(60_000),
+  HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000),
+  // Whom to believe about the client: express's `trust proxy` (unset: nobody, X-Forwarded-* ignored) and
+  // whether a client's X-Request-Id becomes the request id (else one is always generated).
+  TRUST_PROXY: z.string().optional(),
+  TRUST_REQUEST_ID: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
   // Auth
   BOOTSTRAP_API_KEYS: z.string().optional(),
   API_KEY_CACHE_TTL_MS: int(5_000),

@@ -9,6 +9,7 @@ export const errorCodes = [
   'invalid_shop',
   'forbidden',
   'not_found',
+  'method_not_allowed',
   'request_timeout',
   'payload_too_large',
   'headers_too_large',

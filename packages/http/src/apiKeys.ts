@@ -106,7 +106,8 @@ export class ApiKeyStore {
       return null;
     }
     const key = { id: rows[0].id as string, shops: new Set(rows.filter((r) => r.shop_id).map((r) => r.shop_id as string)) };
-    if (this.cache.size >= MAX_KNOWN && !this.cache.has(cacheKey)) this.cache.clear();
+    // Full: the oldest entry goes (it was dropped wholesale, so every key in use cost a query at once).
+    if (this.cache.size >= MAX_KNOWN && !this.cache.has(cacheKey)) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(cacheKey, { until: now + this.ttlMs, key });
     return key;
   }

@@ -46,10 +46,12 @@ Object.defineProperty(express.request, 'log', {
 });
 
 /** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
-export function requestContext(service: string, logger: Logger, routes: string[] = []): RequestHandler {
+export function requestContext(service: string, logger: Logger, routes: string[] = [], trustRequestId = false): RequestHandler {
   const routeOf = routeMatcher(routes);
   return (req, res, next) => {
-    const given = req.get('x-request-id');
+    // A client's X-Request-Id only when a proxy in front sets it (TRUST_REQUEST_ID): otherwise anyone could
+    // choose the ids in our logs, or send a secret there and have it logged.
+    const given = trustRequestId ? req.get('x-request-id') : undefined;
     req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
     res.setHeader('X-Request-Id', req.id);
     (req as LoggedRequest)[BASE_LOGGER] = logger;
@@ -116,6 +118,9 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   const e = err as { expose?: boolean; status?: number; message?: string };
   if (e.expose === true && typeof e.status === 'number' && e.status >= 400 && e.status < 500)
     return sendError(res, requestId, new ApiError('invalid_json', `The body could not be read: ${e.message ?? type}.`));
+  // The router could not decode a path parameter (`/flows/%ZZ/`): a URIError with status 400 and no `expose`.
+  if (err instanceof URIError)
+    return sendError(res, requestId, new ApiError('bad_request', 'The URL holds a malformed percent-encoding (%XX with two hex digits).'));
   // The database is away (stopped, restarting, unreachable): the client may retry; not our bug, so no 500.
   if (isDatabaseUnavailable(err)) {
     (req.log ?? console).warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'database unavailable');
@@ -149,6 +154,21 @@ export interface AppParts {
   readiness: Record<string, () => Promise<boolean>>;
   /** The API's path templates (`/v2026-04/flows/{id}/`): the `route` of metrics and logs, whatever the status. */
   routes?: string[];
+  /**
+   * express's `trust proxy` (TRUST_PROXY): `true`, a hop count, or addresses and subnets
+   * (`loopback, 10.0.0.0/8`). Unset: X-Forwarded-For and -Proto are ignored (any client could set them).
+   */
+  trustProxy?: string;
+  /** Adopt a client's X-Request-Id (TRUST_REQUEST_ID), for a proxy in front that sets it. */
+  trustRequestId?: boolean;
+}
+
+/** TRUST_PROXY as express takes it: booleans and hop counts as such, anything else as addresses. */
+export function trustProxySetting(value: string | undefined): boolean | number | string {
+  if (value === undefined || value.trim() === '' || value.trim() === 'false') return false;
+  if (value.trim() === 'true') return true;
+  if (/^\d+$/.test(value.trim())) return Number(value.trim());
+  return value;
 }
 
 /** The process's own endpoints, besides the API's. */
@@ -181,8 +201,8 @@ export function createBaseApp(parts: AppParts): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('etag', false);
-  app.set('trust proxy', true);
-  app.use(requestContext(parts.service, parts.logger, parts.routes));
+  app.set('trust proxy', trustProxySetting(parts.trustProxy));
+  app.use(requestContext(parts.service, parts.logger, parts.routes, parts.trustRequestId));
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok', service: parts.service });
   });
@@ -207,8 +227,27 @@ export function createBaseApp(parts: AppParts): Express {
   return app;
 }
 
-/** Must be added after every route: unknown paths get the error body, not express's HTML. */
-export function finishApp(app: Express): void {
-  app.use((req, _res, next) => next(new ApiError('not_found', `No route for ${req.method} ${req.path}.`)));
+/**
+ * Must be added after every route: unknown paths get the error body, not express's HTML. A known path asked
+ * with a method it does not have (`HEAD /v2026-04/events/`) is a 405 with `Allow`, from `operations` (the
+ * API's methods by path template); express answers HEAD for every GET route itself.
+ */
+export function finishApp(app: Express, operations: { method: string; path: string }[] = []): void {
+  const routeOf = routeMatcher(operations.map((op) => op.path));
+  const allowed = new Map<string, Set<string>>();
+  for (const op of operations) {
+    const methods = allowed.get(op.path) ?? new Set<string>();
+    methods.add(op.method.toUpperCase());
+    if (op.method.toUpperCase() === 'GET') methods.add('HEAD');
+    allowed.set(op.path, methods);
+  }
+  app.use((req, _res, next) => {
+    const methods = allowed.get(routeOf(req.path));
+    if (methods && !methods.has(req.method)) {
+      const allow = [...methods].sort().join(', ');
+      return next(new ApiError('method_not_allowed', `${req.method} is not allowed on ${req.path}; use ${allow}.`, {}, { Allow: allow }));
+    }
+    next(new ApiError('not_found', `No route for ${req.method} ${req.path}.`));
+  });
   app.use(errorHandler);
 }

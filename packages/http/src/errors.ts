@@ -9,6 +9,7 @@ const statusOf: Record<ErrorCode, number> = {
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,
+  method_not_allowed: 405,
   request_timeout: 408,
   payload_too_large: 413,
   headers_too_large: 431,

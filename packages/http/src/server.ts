@@ -20,7 +20,11 @@ export const MAX_HEADER_BYTES = 16 * 1024;
  * everything else is, instead of Node's bare status line with no body.
  */
 function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: Logger): void {
-  if (err.code === 'ECONNRESET' || !socket.writable) {
+  // A response on this connection still being sent, or sent as its last (the parser failed on bytes after it,
+  // e.g. the rest of a body the server did not read): a second answer would be read as garbage after it.
+  const inFlight = (socket as Duplex & { _httpMessage?: { headersSent?: boolean; writableFinished?: boolean; shouldKeepAlive?: boolean } })._httpMessage;
+  const answered = inFlight?.headersSent === true && (inFlight.writableFinished !== true || inFlight.shouldKeepAlive === false);
+  if (err.code === 'ECONNRESET' || !socket.writable || answered) {
     socket.destroy();
     return;
   }
@@ -33,18 +37,42 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   const requestId = randomUUID();
   logger.info({ request_id: requestId, status, code: err.code }, 'request refused by the HTTP parser');
   const body = JSON.stringify({ error: { code, message, request_id: requestId, fields: {} } });
+  // The answer to a HEAD has the headers of the body but not the body (a client would read the body as the
+  // start of a next response). The method is known from the bytes refused when they hold the request line.
+  const head = (err as { rawPacket?: unknown }).rawPacket;
+  const isHead = Buffer.isBuffer(head) && head.subarray(0, 5).toString('latin1') === 'HEAD ';
   socket.end(
     `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+      `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${isHead ? '' : body}`,
   );
 }
 
-export async function listen(app: Express, port: number, host: string, logger: Logger): Promise<RunningServer> {
-  const server = http.createServer({ maxHeaderSize: MAX_HEADER_BYTES }, app);
+/** How long a client may take; each is checked about every second, so a limit fires within a second of it. */
+export interface ServerTimeouts {
+  /** Until the request line and headers have arrived (half-sent headers holding connections): 408. */
+  headersTimeoutMs: number;
+  /** Until the whole request, body included, has arrived (a body sent at a byte a second): 408. */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection: longer than common load balancers' idle timeout, so they close first. */
+  keepAliveTimeoutMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 65_000 };
+
+export async function listen(app: Express, port: number, host: string, logger: Logger, timeouts: ServerTimeouts = DEFAULT_TIMEOUTS): Promise<RunningServer> {
+  const server = http.createServer(
+    {
+      maxHeaderSize: MAX_HEADER_BYTES,
+      // Node refuses a headers timeout above the request timeout.
+      headersTimeout: Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs),
+      requestTimeout: timeouts.requestTimeoutMs,
+      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      // Node checks the two timeouts above every 30 s by default: a 10 s limit could then take 40 s.
+      connectionsCheckingInterval: 1_000,
+    },
+    app,
+  );
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
-  // Keep-alive longer than common load balancers' idle timeout, so they close first and no request races a close.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());

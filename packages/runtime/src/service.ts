@@ -34,6 +34,8 @@ export async function serve(
     service: opts.name,
     logger: rt.logger,
     routes: services.flatMap((s) => s.openapi?.operations.map((op) => op.path) ?? []),
+    trustProxy: rt.env.TRUST_PROXY,
+    trustRequestId: rt.env.TRUST_REQUEST_ID,
     readiness: {
       database: async () => (await rt.db.query(sql`SELECT 1 AS ok`)).length === 1,
       bus: () => rt.bus.ping(),
@@ -53,8 +55,12 @@ export async function serve(
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
   app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
-  finishApp(app);
-  const server = await listen(app, opts.port, opts.host, rt.logger);
+  finishApp(app, services.flatMap((s) => s.openapi?.operations.map((op) => ({ method: op.method, path: op.path })) ?? []));
+  const server = await listen(app, opts.port, opts.host, rt.logger, {
+    headersTimeoutMs: rt.env.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: rt.env.HTTP_REQUEST_TIMEOUT_MS,
+    keepAliveTimeoutMs: rt.env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+  });
   let stopping: Promise<void> | null = null;
   const stop = () =>
     (stopping ??= (async () => {
