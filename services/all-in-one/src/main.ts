@@ -47,10 +47,23 @@ signals.started(() => {
   stopping = true;
   return stop();
 });
+// A consumer whose start fails (its database or broker busy or away for a moment) is tried again, a few times,
+// before the process gives up: the HTTP APIs already serve, and exiting would take them down too.
+const startWithRetries = async (n: string, factory: (typeof chosen)[number][1]) => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await factory(rt);
+    } catch (e) {
+      if (stopping || attempt >= 5) throw e;
+      rt.logger.error({ err: e, service: n, attempt }, 'a consumer failed to start; trying again');
+      await new Promise((r) => setTimeout(r, 1_000 * 2 ** (attempt - 1)));
+    }
+  }
+};
 void (async () => {
   for (const [n, factory] of chosen) {
     if (!consumerServices.has(n) || stopping) continue;
-    const s = await factory(rt);
+    const s = await startWithRetries(n, factory);
     // A stop that began while this one joined its group: stop it too (stop() has taken its list already).
     if (stopping) await s.stop().catch(() => {});
     else started.push(s);
