@@ -118,7 +118,6 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
   }
   phases.bareProducer = bare;
   for (const r of rows) if (typeof r.value !== 'number' || !Number.isFinite(r.value)) r.value = Number.NaN;
-  if (process.env.BENCH_DEBUG) console.error(JSON.stringify(rows), JSON.stringify(phases).slice(0, 4000));
   return {
     scenario: 'embedded',
     rows,
