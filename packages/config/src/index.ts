@@ -51,6 +51,9 @@ export const envSchema = z.object({
   // How long a consumer group waits for a member that stopped heartbeating (a kill -9) before it moves on.
   KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
   FLOW_REFRESH_MS: int(2_000),
+  // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own
+  // (auto), off the event loop that answers HTTP; off keeps them on it.
+  CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),
 });
 export type Env = z.infer<typeof envSchema>;
 

@@ -163,6 +163,12 @@ async function freePort(): Promise<number> {
 
 const urlFor = (port: number, db = DATABASE) => `postgres://${SUPERUSER}@127.0.0.1:${port}/${db}`;
 
+/** The URL of the embedded PostgreSQL running on dataDir's cluster, for another client of it (a worker thread). */
+export function embeddedServerUrl(dataDir: string): string | undefined {
+  const server = runningServer(dataDir);
+  return server ? urlFor(server.port) : undefined;
+}
+
 async function ensureDatabase(port: number): Promise<void> {
   const client = new pg.Client({ connectionString: urlFor(port, 'postgres') });
   await client.connect();

@@ -2,5 +2,5 @@ export { sql, connectPostgres, formatQuery, isDatabaseUnavailable, DatabaseUnava
 export { openPglite } from './pglite.js';
 export { migrate } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
-export { openEmbeddedPostgres, embeddedPostgresBinaries, runningServer, clusterDir } from './embeddedPostgres.js';
+export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';
 export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';

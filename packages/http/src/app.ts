@@ -2,7 +2,7 @@ import express, { type ErrorRequestHandler, type Express, type RequestHandler } 
 import { randomUUID } from 'node:crypto';
 import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
-import { counter, histogram, registry, type Logger } from '@shopstream/telemetry';
+import { counter, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
 declare global {
@@ -222,7 +222,7 @@ export function createBaseApp(parts: AppParts): Express {
   });
   app.get('/metrics', async (_req, res) => {
     res.setHeader('Content-Type', registry.contentType);
-    res.send(await registry.metrics());
+    res.send(await metricsText());
   });
   return app;
 }

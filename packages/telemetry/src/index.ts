@@ -1,4 +1,5 @@
 import { destination, pino, type Logger } from 'pino';
+import { isMainThread } from 'node:worker_threads';
 import client from 'prom-client';
 
 export type { Logger };
@@ -19,10 +20,29 @@ export function createLogger(service: string, level = process.env.LOG_LEVEL ?? '
 }
 
 export const registry = client.register;
+
+type MetricsJson = Awaited<ReturnType<typeof registry.getMetricsAsJSON>>;
+const sources: (() => Promise<MetricsJson>)[] = [];
+/**
+ * Metrics kept elsewhere in this process (a worker thread's own registry) that /metrics serves with this
+ * thread's: each source answers its registry's `getMetricsAsJSON()`; series of the same name are summed.
+ */
+export function addMetricsSource(source: () => Promise<MetricsJson>): void {
+  sources.push(source);
+}
+
+/** The exposition /metrics serves: this thread's registry, plus every source added, merged. */
+export async function metricsText(): Promise<string> {
+  if (sources.length === 0) return registry.metrics();
+  const others = await Promise.all(sources.map((s) => s().catch(() => [] as MetricsJson)));
+  return client.AggregatorRegistry.aggregate([await registry.getMetricsAsJSON(), ...others]).metrics();
+}
+
 let defaultsCollected = false;
 /** Process metrics (CPU, memory, event-loop lag) once per process, however many services share it. */
 export function collectProcessMetrics(): void {
-  if (defaultsCollected) return;
+  // A worker thread shares its process with the main thread, which reports the process's figures.
+  if (defaultsCollected || !isMainThread) return;
   defaultsCollected = true;
   client.collectDefaultMetrics({ register: registry });
   // prom-client also exports the sums of its nodejs_active_{handles,requests,resources} gauges as gauges named

@@ -2,6 +2,8 @@ import { loadEnv, parseEnvFromArgs } from './args.js';
 import { exitOnSignals, openRuntime, serve, type StartedService } from '@shopstream/runtime';
 import { consumerServices, serviceFactories, serviceNames } from './services.js';
 import { ensureDemoKey } from './demo.js';
+import { startConsumerThread } from './consumerThread.js';
+import { embeddedServerUrl } from '@shopstream/db';
 
 /**
  * `pnpm start [service]`: every service in this process (the default), or one of them. Embedded (a
@@ -60,7 +62,23 @@ const startWithRetries = async (n: string, factory: (typeof chosen)[number][1]) 
     }
   }
 };
-void (async () => {
+const consumerNames = chosen.map(([n]) => n).filter((n) => consumerServices.has(n));
+// Every service on the embedded PostgreSQL: the consumers get a worker thread, a client of the same server.
+const threadUrl =
+  !service && rt.mode === 'embedded' && rt.db.kind === 'postgres' && env.CONSUMER_THREAD === 'auto' ? embeddedServerUrl(env.DATA_DIR) : undefined;
+if (threadUrl && consumerNames.length > 0) {
+  const thread = startConsumerThread(env, threadUrl, consumerNames, rt.logger, (err) => {
+    if (!stopping) void failed(err);
+  });
+  started.push(thread.service);
+  thread.started.then(
+    () => {
+      consumersStarted = true;
+      rt.logger.info({ consumers: consumerNames }, 'consumers started in a worker thread');
+    },
+    () => {},
+  );
+} else void (async () => {
   for (const [n, factory] of chosen) {
     if (!consumerServices.has(n) || stopping) continue;
     const s = await startWithRetries(n, factory);
