@@ -174,9 +174,10 @@ export function bodyFor(method: string, template: string): unknown {
  * Every attempt B makes on A: every operation of the document with B's key and A's shop id (403 forbidden),
  * every operation whose path takes an id with A's id under B's own key (404 not_found), every list A has a
  * second page of with A's cursor under B's own key (400 invalid_cursor; 404 where the path names A's id), A's
- * timeline cursor on B's own contact (400), and B's own lists (200, nothing of A's).
+ * timeline cursor on B's own contact (400), and B's own lists (200, nothing of A's). `everyId`: each of A's ids
+ * (of any kind) in every path that takes one, not only the id of the path's own kind.
  */
-export function crossShopAttempts(doc: { paths: Record<string, Record<string, unknown>> }, A: ShopData, b: Shop, bOwnContact: string, aShopId: string): Attempt[] {
+export function crossShopAttempts(doc: { paths: Record<string, Record<string, unknown>> }, A: ShopData, b: Shop, bOwnContact: string, aShopId: string, opts: { everyId?: boolean } = {}): Attempt[] {
   const out: Attempt[] = [];
   for (const [template, ops] of Object.entries(doc.paths)) {
     for (const method of Object.keys(ops).filter((m) => m !== 'parameters')) {
@@ -185,7 +186,14 @@ export function crossShopAttempts(doc: { paths: Record<string, Record<string, un
       const p = `${fillPath(template, A).replace('/v2026-04', '')}${q ? `?${q}` : ''}`;
       const body = bodyFor(method, template);
       out.push({ kind: 'foreign-key', op, method: method.toUpperCase(), path: p, body, headers: { ...b.headers, 'x-shop-id': aShopId }, expected: { status: 403, code: 'forbidden' } });
-      if (template.includes('{')) out.push({ kind: 'foreign-id', op, method: method.toUpperCase(), path: p, body, headers: b.headers, expected: { status: 404, code: 'not_found' } });
+      if (template.includes('{')) {
+        out.push({ kind: 'foreign-id', op, method: method.toUpperCase(), path: p, body, headers: b.headers, expected: { status: 404, code: 'not_found' } });
+        // everyId: also each of A's other ids (of any kind) in the path.
+        for (const id of opts.everyId ? A.ids : []) {
+          const pi = `${template.replace('/v2026-04', '').replace(/\{(\w+)\}/g, id)}${q ? `?${q}` : ''}`;
+          if (pi !== p) out.push({ kind: 'foreign-id', op, method: method.toUpperCase(), path: pi, body, headers: b.headers, expected: { status: 404, code: 'not_found' } });
+        }
+      }
       else if (method === 'get') out.push({ kind: 'own', op, method: 'GET', path: p, headers: b.headers, expected: { status: 200 } });
     }
   }
