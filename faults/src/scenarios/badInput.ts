@@ -210,7 +210,9 @@ async function slowClients(baseUrl: string, shop: { shopId: string; key: string 
     runs.push(one('half-sent headers', HEADERS_TIMEOUT_MS, (s) => void s.write(head), true));
     // Headers one byte a second.
     runs.push(one('headers at a byte a second', HEADERS_TIMEOUT_MS, (s) => {
+      // The limit counts from the first byte: it goes at once.
       let i = 0;
+      s.write(head[i++]);
       return setInterval(() => s.write(head[i++ % head.length]), 1_000);
     }, true));
     // The whole head, then a 1,000-byte body at a byte a second.

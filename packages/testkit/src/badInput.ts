@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDeflate, createGzip, deflateSync, gzipSync } from 'node:zlib';
@@ -341,4 +342,84 @@ export function badRequest(target: BadRequestTarget): fc.Arbitrary<BadRequest> {
 export function* sampleRequests(target: BadRequestTarget, n: number, seed: number, batch = 200): Generator<BadRequest> {
   const arb = badRequest(target);
   for (let i = 0; i < n; i += batch) yield* fc.sample(arb, { numRuns: Math.min(batch, n - i), seed: (seed + i) | 0 });
+}
+
+export interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  text: string;
+}
+
+/** Sends raw bytes on a new connection and reads until the server closes or has answered one full response. */
+export function sendRaw(baseUrl: string, request: string | Buffer, timeoutMs = 8_000): Promise<RawAnswer> {
+  const url = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const s = net.connect(Number(url.port), url.hostname);
+    let text = '';
+    const timer = setTimeout(() => (s.destroy(), reject(new NoAnswerError(`no answer; got ${JSON.stringify(text.slice(0, 300))}`, 'TIMEOUT'))), timeoutMs);
+    s.on('data', (d) => {
+      text += d.toString('utf8');
+      // An interim answer (100 Continue) comes before the answer.
+      text = text.replace(/^HTTP\/1\.1 1\d\d [^\r]*\r\n(?:[^\r]+\r\n)*\r\n/, '');
+      const end = text.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const len = /content-length:\s*(\d+)/i.exec(text.slice(0, end));
+      if (len && Buffer.byteLength(text.slice(end + 4)) >= Number(len[1])) done();
+    });
+    s.on('end', done);
+    s.on('error', (e: NodeJS.ErrnoException) => (clearTimeout(timer), reject(new NoAnswerError(e.message, e.code))));
+    s.write(request);
+    function done() {
+      clearTimeout(timer);
+      s.destroy();
+      if (!text) return reject(new NoAnswerError('closed without an answer', 'CLOSED'));
+      const end = text.indexOf('\r\n\r\n');
+      const head = text.slice(0, end).split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const l of head.slice(1)) headers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
+      resolve({ status: Number(head[0]?.split(' ')[1]), headers, body: text.slice(end + 4), text });
+    }
+  });
+}
+
+/**
+ * Requests only raw bytes can send, which the HTTP layer itself refuses or must not trip on: two Authorization
+ * headers, a HEAD, a 10,000-id URL, an oversized header, a request line that is not HTTP, a body both chunked and
+ * with a length, bad chunk sizes, control characters in a header or the URL, an absolute-form target, HTTP/1.0.
+ * Each must be answered (never silence), never a 5xx, and a failure in the error envelope.
+ */
+export function rawEdgeCases(shop: { key: string; shopId: string }): { name: string; method: string; request: string }[] {
+  const event = JSON.stringify({ name: 'Placed Order', metric: { metric_name: 'placed_order' } });
+  const good = `Authorization: Bearer ${shop.key}\r\n`;
+  const bad = `Authorization: Bearer ssk_not_a_key\r\n`;
+  const post = (auth: string, body = event, extra = '') =>
+    `POST /v2026-04/events/ HTTP/1.1\r\nHost: x\r\nX-Shop-Id: ${shop.shopId}\r\nContent-Type: application/json\r\n${auth}${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
+  const ids = Array.from({ length: 10_000 }, () => uuid).join(',');
+  const chunked = (chunks: string) => `POST /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunks}`;
+  return [
+    { name: 'two Authorization headers, both good', method: 'POST', request: post(good + good) },
+    { name: 'two Authorization headers, the first bad', method: 'POST', request: post(bad + good) },
+    { name: 'two Authorization headers, the second bad', method: 'POST', request: post(good + bad) },
+    { name: 'Basic, then Bearer', method: 'POST', request: post(`Authorization: Basic abc\r\n${good}`) },
+    { name: 'HEAD of a POST-only path', method: 'HEAD', request: `HEAD /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
+    { name: 'a 10,000-id id__in URL', method: 'GET', request: `GET /v2026-04/conversations/export/?id__in=${ids} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },
+    { name: 'a 20 KiB header', method: 'POST', request: post(good, event, `X-Big: ${'a'.repeat(20_000)}\r\n`) },
+    { name: '500 headers', method: 'POST', request: post(good, event, Array.from({ length: 500 }, (_, i) => `X-H${i}: v\r\n`).join('')) },
+    { name: 'not an HTTP request line', method: '', request: 'BLAH\r\n\r\n' },
+    { name: 'chunked and a Content-Length', method: 'POST', request: post(good, event, 'Transfer-Encoding: chunked\r\n') },
+    { name: 'a bad chunk size', method: 'POST', request: chunked(`zz\r\n${event}\r\n0\r\n\r\n`) },
+    { name: 'a chunk longer than its size', method: 'POST', request: chunked(`2\r\n${event}\r\n0\r\n\r\n`) },
+    { name: 'a good chunked body', method: 'POST', request: chunked(`${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n0\r\n\r\n`) },
+    { name: 'a control character in a header value', method: 'POST', request: post(good, event, 'X-Odd: a\u0001b\r\n') },
+    { name: 'a NUL in the URL', method: 'GET', request: `GET /v2026-04/flows/\u0000/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
+    { name: 'a space in the URL', method: 'GET', request: `GET /v2026-04/flows/a b/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },
+    { name: 'an absolute-form target', method: 'GET', request: `GET http://evil.example/v2026-04/flows/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
+    { name: 'HTTP/1.0 without Host', method: 'GET', request: `GET /v2026-04/flows/ HTTP/1.0\r\n${good}X-Shop-Id: ${shop.shopId}\r\n\r\n` },
+    { name: 'HTTP/2.0 on HTTP/1.1', method: 'GET', request: `GET /v2026-04/flows/ HTTP/2.0\r\nHost: x\r\n\r\n` },
+    { name: 'a lowercase method', method: 'get', request: `get /v2026-04/flows/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },
+    { name: 'a header without a colon', method: 'GET', request: `GET /v2026-04/flows/ HTTP/1.1\r\nHost: x\r\nNoColon\r\nConnection: close\r\n\r\n` },
+    { name: 'an Expect: 100-continue', method: 'POST', request: post(good, event, 'Expect: 100-continue\r\n') },
+    { name: 'an unknown Expect', method: 'POST', request: post(good, event, 'Expect: teapot\r\n') },
+  ];
 }
