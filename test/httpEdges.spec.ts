@@ -1,10 +1,10 @@
-import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { problemsOf, rawEdgeCases, sendRaw } from '@shopstream/testkit/badInput';
 
 let rt: Runtime;
 let server: TestServer;
@@ -19,34 +19,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** Sends raw bytes and reads until the server closes or answers one full response. */
-function raw(request: string): Promise<{ status: number; headers: Record<string, string>; body: string; text: string }> {
-  const url = new URL(server.baseUrl);
-  return new Promise((resolve, reject) => {
-    const s = net.connect(Number(url.port), url.hostname);
-    let text = '';
-    const timer = setTimeout(() => (s.destroy(), reject(new Error(`no answer; got ${JSON.stringify(text.slice(0, 300))}`))), 8_000);
-    s.on('data', (d) => {
-      text += d.toString('utf8');
-      const end = text.indexOf('\r\n\r\n');
-      if (end < 0) return;
-      const len = /content-length:\s*(\d+)/i.exec(text.slice(0, end));
-      if (len && Buffer.byteLength(text.slice(end + 4)) >= Number(len[1])) done();
-    });
-    s.on('end', done);
-    s.on('error', (e) => (clearTimeout(timer), reject(e)));
-    s.write(request);
-    function done() {
-      clearTimeout(timer);
-      s.destroy();
-      const end = text.indexOf('\r\n\r\n');
-      const head = text.slice(0, end).split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const l of head.slice(1)) headers[l.slice(0, l.indexOf(':')).toLowerCase()] = l.slice(l.indexOf(':') + 1).trim();
-      resolve({ status: Number(head[0]?.split(' ')[1]), headers, body: text.slice(end + 4), text });
-    }
-  });
-}
+const raw = (request: string) => sendRaw(server.baseUrl, request);
 
 const envelope = (r: { headers: Record<string, string>; body: string }) => {
   const body = JSON.parse(r.body);
@@ -97,6 +70,21 @@ describe('what the HTTP layer refuses is answered in the error body with a reque
     const garbage = await raw('BLAH\r\n\r\n');
     expect(garbage.status).toBe(400);
     expect(envelope(garbage).code).toBe('bad_request');
+  });
+});
+
+describe('requests only raw bytes can send (shared with the bad-input fault scenario)', () => {
+  it('each is answered, never a 5xx, a failure in the error envelope with its request id', async () => {
+    const answers: Record<string, number> = {};
+    for (const c of rawEdgeCases(shop)) {
+      const res = await raw(c.request).catch((e: Error) => ({ status: 0, headers: {}, body: '', text: `no answer: ${e.message}` }));
+      answers[c.name] = res.status;
+      expect(res.status, `${c.name}: ${res.text.slice(0, 300)}`).toBeGreaterThan(0);
+      expect(problemsOf({ method: c.method, path: '', headers: {}, operation: '', tags: [] }, res).map((p) => p.message), c.name).toEqual([]);
+    }
+    expect(answers['two Authorization headers, the first bad']).toBe(401);
+    expect(answers['chunked and a Content-Length']).toBe(400);
+    expect(answers['a good chunked body']).toBe(202);
   });
 });
 

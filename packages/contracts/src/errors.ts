@@ -11,6 +11,7 @@ export const errorCodes = [
   'not_found',
   'method_not_allowed',
   'request_timeout',
+  'expectation_failed',
   'payload_too_large',
   'headers_too_large',
   'unsupported_media_type',

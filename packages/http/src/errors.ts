@@ -11,6 +11,7 @@ const statusOf: Record<ErrorCode, number> = {
   not_found: 404,
   method_not_allowed: 405,
   request_timeout: 408,
+  expectation_failed: 417,
   payload_too_large: 413,
   headers_too_large: 431,
   unsupported_media_type: 415,

@@ -60,6 +60,21 @@ describe('server timeouts', () => {
   });
 });
 
+describe('what Node answers itself', () => {
+  it('an Expect other than 100-continue: 417 expectation_failed in the error body with a request id (it was an empty 417), on any path', async () => {
+    const base = await start({});
+    for (const path of ['/who', '/nothing']) {
+      const text = await stall(base, `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
+      expect(text).toMatch(/^HTTP\/1\.1 417 /);
+      const id = /x-request-id: (\S+)/i.exec(text)![1];
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'expectation_failed', message: expect.any(String), request_id: id, fields: { expect: expect.any(String) } } });
+    }
+    // 100-continue is still answered by the route.
+    const ok = await stall(base, 'POST /body HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    expect(ok).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+  });
+});
+
 describe('whom the server believes', () => {
   const spoof = { 'x-forwarded-for': '203.0.113.9', 'x-forwarded-proto': 'https', 'x-request-id': 'ssk_looks_like_a_key' };
 

@@ -47,6 +47,21 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   );
 }
 
+/**
+ * A request with an `Expect` other than `100-continue`: Node answers it itself, a 417 with an empty body and no
+ * request id, before express sees it. Answered here in the error body instead (RFC 9110 allows the 417), and
+ * the connection closed, since the body that may follow is not read.
+ */
+function answerExpectation(req: http.IncomingMessage, res: http.ServerResponse, logger: Logger): void {
+  const requestId = randomUUID();
+  logger.info({ request_id: requestId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request refused: unsupported Expect');
+  const body = JSON.stringify({
+    error: { code: 'expectation_failed', message: 'Only "Expect: 100-continue" is supported.', request_id: requestId, fields: { expect: 'Only 100-continue is supported.' } },
+  });
+  res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, connection: 'close' });
+  res.end(req.method === 'HEAD' ? undefined : body);
+}
+
 /** How long a client may take; each is checked about every second, so a limit fires within a second of it. */
 export interface ServerTimeouts {
   /** Until the request line and headers have arrived (half-sent headers holding connections): 408. */
@@ -73,6 +88,7 @@ export async function listen(app: Express, port: number, host: string, logger: L
     app,
   );
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => answerExpectation(req, res, logger));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => resolve());
