@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
 import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
@@ -184,6 +185,18 @@ export const brokerOutage: Scenario = {
       loadEndedAt = Date.now();
     })();
 
+    // Progress every 5 s on stderr, with this process's event-loop delay: on a busy machine the load process
+    // itself can fall behind, and that should be visible, not guessed.
+    const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+    loopDelay.enable();
+    let answered = 0;
+    const progressLog = setInterval(() => {
+      answered = Object.values(statuses).reduce((a, n) => a + n, 0);
+      ctx.log(`${phase}: ${sent} sent, ${answered} answered (${statuses['202'] ?? 0} accepted), ${inflight.size} open, ${notSent} not sent; event loop delay max ${(loopDelay.max / 1e6).toFixed(0)} ms`);
+      loopDelay.reset();
+    }, 5_000);
+    ctx.defer(() => clearInterval(progressLog));
+
     await new Promise((r) => setTimeout(r, beforeMs));
     killedAt = Date.now();
     process.kill(first.pid!, 'SIGKILL');
@@ -206,6 +219,8 @@ export const brokerOutage: Scenario = {
     loadOn = false;
     await load;
     await Promise.allSettled([...inflight]);
+    clearInterval(progressLog);
+    loopDelay.disable();
     const answeredAt = Date.now();
     ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
 
