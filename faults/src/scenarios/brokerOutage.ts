@@ -324,7 +324,7 @@ export const brokerOutage: Scenario = {
       },
       notes: [
         `Load from the harness process at ${rate} single events/s, open loop (a quarter each keyed with a remote_id or not, with a contact or not), each request with a 15 s timeout; ingest-api, activity-projector and flow-matcher as separate processes on their own broker and PostgreSQL.`,
-        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports; "returned" is when it answered metadata again (its JVM start is given beside it).',
+        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports; "returned" is when it answered metadata again (its JVM start is given beside it). Between the two, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does.',
         'A projector applies again when its checkpoint (projection_offsets, sampled every 100 ms) moves past where it stood when the broker returned.',
       ],
     };
