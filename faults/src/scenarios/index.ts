@@ -1,5 +1,6 @@
 import type { Scenario } from '../types.js';
 import { postgresOutage } from './postgresOutage.js';
+import { brokerOutage } from './brokerOutage.js';
 import { badInput } from './badInput.js';
 import { crossShop } from './crossShop.js';
 
@@ -7,4 +8,9 @@ import { crossShop } from './crossShop.js';
  * Every scenario `pnpm faults` knows, in the order a bare `pnpm faults` runs them. To add one: a module in
  * this directory exporting a `Scenario` (see ../types.ts), imported and listed here.
  */
-export const scenarios: Scenario[] = [postgresOutage, badInput, crossShop];
+export const scenarios: Scenario[] = [
+  postgresOutage,
+  brokerOutage,
+  badInput,
+  crossShop,
+];

@@ -49,6 +49,8 @@ export const envSchema = z.object({
   // Consumers
   CONSUMER_GROUP_PREFIX: z.string().default('shopstream.'),
   // How long a consumer group waits for a member that stopped heartbeating (a kill -9) before it moves on.
+  // Not what a broker outage costs: a consumer that kafkajs restarts once the broker is back rejoins as the
+  // member it was (packages/bus kafka.ts, rejoinAsSameMember), so it does not wait out its own old session.
   KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
   FLOW_REFRESH_MS: int(2_000),
   // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own

@@ -33,6 +33,8 @@ export interface KafkaHandle {
   pid?: number;
   containerId?: string;
   runDir?: string;
+  /** Set for a local broker: with runDir and the broker's port, what a restart on its data needs (`reuseData`). */
+  controllerPort?: number;
   stop(): Promise<void>;
 }
 
@@ -44,6 +46,13 @@ export interface KafkaOptions {
   controllerPort?: number;
   /** Where the local broker keeps data and its log; a fresh dir under the cache by default. */
   runDir?: string;
+  /**
+   * Start on the data a broker of this `runDir` left behind (one killed on purpose, `pnpm faults
+   * broker-outage`), instead of formatting fresh storage: its topics, records and committed offsets are
+   * still there. `port` and `controllerPort` must be the ones it had (clients were told that address), and
+   * are taken as given: no other port is tried.
+   */
+  reuseData?: boolean;
   /**
    * 'test' (default) stops the JIT at C1 for a faster JVM start and kills the broker outright on stop,
    * its data being thrown away; 'dev' keeps the full JIT, which benchmarks need, and shuts down cleanly.
@@ -344,6 +353,7 @@ logger.state.level = warn
 interface Launched {
   child: ChildProcess;
   port: number;
+  controllerPort: number;
   logFile: string;
 }
 
@@ -358,18 +368,21 @@ async function launchBroker(
     detached: boolean;
     jvmExtra: string[];
     template: string;
+    reuseData?: boolean;
   },
 ): Promise<Launched> {
   const { runDir, port, controllerPort } = opts;
   const dataDir = path.join(runDir, 'data');
-  await rm(dataDir, { recursive: true, force: true });
+  const reuse = opts.reuseData === true && existsSync(path.join(dataDir, 'meta.properties'));
+  if (opts.reuseData && !reuse) throw new Error(`reuseData: no broker data in ${dataDir}`);
+  if (!reuse) await rm(dataDir, { recursive: true, force: true });
   const propsFile = path.join(runDir, 'server.properties');
   const log4jFile = path.join(runDir, 'log4j2.properties');
   const logFile = path.join(runDir, 'broker.log');
   await writeFile(propsFile, properties(brokerProperties(dataDir, port, controllerPort)) + '\n');
   await writeFile(log4jFile, LOG4J2);
   const base = jvmFlags(opts.profile, [`-Dlog4j2.configurationFile=${log4jFile}`]);
-  await stampStorage(opts.template, dataDir);
+  if (!reuse) await stampStorage(opts.template, dataDir);
 
   const { child } = await startServer({
     what: 'the broker',
@@ -387,7 +400,7 @@ async function launchBroker(
     failSignal: 'SIGKILL',
     tailLines: 60,
   });
-  return { child, port, logFile };
+  return { child, port, controllerPort, logFile };
 }
 
 /**
@@ -457,6 +470,19 @@ export async function startLocalKafka(options: KafkaOptions = {}): Promise<Kafka
   let launched: Launched | undefined;
   // Free ports are picked before the JVM binds them; another process can take one in between, so a
   // bind failure gets one more try on new ports.
+  if (options.reuseData) {
+    if (options.port === undefined || options.controllerPort === undefined) throw new Error('reuseData needs the port and controllerPort the broker had');
+    launched = await launchBroker(java, cp, {
+      runDir,
+      port: options.port,
+      controllerPort: options.controllerPort,
+      profile,
+      detached,
+      jvmExtra,
+      template,
+      reuseData: true,
+    });
+  }
   for (let attempt = 1; !launched; attempt++) {
     const ports = await brokerPorts(options.port, options.controllerPort);
     try {
@@ -468,13 +494,14 @@ export async function startLocalKafka(options: KafkaOptions = {}): Promise<Kafka
       }
     }
   }
-  const { child, port } = launched;
+  const { child, port, controllerPort } = launched;
   return {
     brokers: [`127.0.0.1:${port}`],
     version: KAFKA_VERSION,
     source: 'local',
     pid: child.pid,
     runDir,
+    controllerPort,
     stop: once(async () => {
       // Test data goes away with the run dir, so a clean controlled shutdown (~2 s) would buy nothing.
       await stopChild(child, profile === 'test' ? 'SIGKILL' : 'SIGTERM', 20_000);

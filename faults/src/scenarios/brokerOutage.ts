@@ -1,0 +1,332 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import path from 'node:path';
+import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
+import { Pool } from 'undici';
+import { randomPort, startService, until } from '../services.js';
+import type { Context, Figures, Scenario } from '../types.js';
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+/**
+ * The broker killed (-9) for 20 s under 1,000 single events/s (keyed and unkeyed, with and without a
+ * contact), then started again on its data at the same address. Its own broker (one KRaft node) and its own
+ * PostgreSQL; ingest-api, activity-projector and flow-matcher as separate processes; the load from this
+ * process. Checks: only 202 and 503 + Retry-After in the error envelope, nothing accepted lost or doubled,
+ * ingest 2xx again within 5 s of the broker's return, each projector applying again within 10 s of it.
+ */
+export const brokerOutage: Scenario = {
+  name: 'broker-outage',
+  description: 'broker killed -9 for 20 s under 1,000 events/s, restarted on its data: 202 or 503 + Retry-After only, nothing lost, projectors back within 10 s',
+  async run(ctx: Context): Promise<Figures> {
+    const rate = ctx.opts.quick ? 300 : 1_000;
+    const outageMs = ctx.opts.quick ? 8_000 : 20_000;
+    const beforeMs = ctx.opts.quick ? 5_000 : 10_000;
+    const afterMs = ctx.opts.quick ? 12_000 : 20_000;
+
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-broker-'));
+    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
+    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const dataDir = path.join(dir, 'data');
+    const db: Db = await openEmbeddedPostgres(dataDir, { poolSize: 2 });
+    ctx.defer(() => db.close());
+    const pgPort = runningServer(dataDir)!.port;
+    const pgVersion = String((await db.query(sql`SHOW server_version`))[0].server_version);
+    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+
+    const first = await startLocalKafka({});
+    ctx.defer(() => first.stop());
+    let second: KafkaHandle | undefined;
+    ctx.defer(async () => void (await second?.stop()));
+    const brokerPort = Number(first.brokers[0].split(':').pop());
+    ctx.log(`Kafka ${first.version} on ${first.brokers.join(',')} (controller ${first.controllerPort}, pid ${first.pid}, data in ${first.runDir})`);
+
+    const shopId = randomUUID();
+    const key = `faults_${randomBytes(24).toString('base64url')}`;
+    const prefix = 'shopstream.';
+    const env = {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      KAFKA_BROKERS: first.brokers.join(','),
+      BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
+      CONSUMER_GROUP_PREFIX: prefix,
+      LOG_LEVEL: 'warn',
+      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
+    };
+    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
+    ctx.defer(() => ingest.kill());
+    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
+    // ingest first: it creates the topics the consumers subscribe to.
+    await until(() => ready(ingest.baseUrl), 120_000, `ingest-api ready (log ${ingest.logFile})`);
+    const projector = startService(ctx.repoRoot, 'activity-projector', randomPort(), env);
+    ctx.defer(() => projector.kill());
+    const matcher = startService(ctx.repoRoot, 'flow-matcher', randomPort(), env);
+    ctx.defer(() => matcher.kill());
+    await until(() => ready(projector.baseUrl), 120_000, `activity-projector ready (log ${projector.logFile})`);
+    await until(() => ready(matcher.baseUrl), 120_000, `flow-matcher ready (log ${matcher.logFile})`);
+    ctx.log('services ready; load starts');
+
+    // Each projector's progress, as its checkpoint (projection_offsets, written in the transaction that
+    // applies a batch): sampled every 100 ms, so "applying again" is the first sample after the broker's
+    // return whose offsets moved past those it had when the broker came back.
+    const groups = { 'activity-projector': `${prefix}activity-projector`, 'flow-matcher': `${prefix}flow-matcher` } as const;
+    type Group = keyof typeof groups;
+    const progress: { at: number; offsets: Record<Group, number> }[] = [];
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        const at = Date.now();
+        try {
+          const rows = await db.query(sql`
+            SELECT group_id, coalesce(sum(next_offset), 0)::bigint AS n FROM projection_offsets
+            WHERE group_id = ANY(${Object.values(groups)}::text[]) GROUP BY group_id`);
+          const by = new Map(rows.map((r) => [String(r.group_id), Number(r.n)]));
+          progress.push({ at, offsets: { 'activity-projector': by.get(groups['activity-projector']) ?? 0, 'flow-matcher': by.get(groups['flow-matcher']) ?? 0 } });
+        } catch {
+          // a sample missed; the next one counts
+        }
+        await new Promise((r) => setTimeout(r, Math.max(0, 100 - (Date.now() - at))));
+      }
+    })();
+
+    const headers = { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' };
+    const run = randomBytes(4).toString('hex');
+    const statuses: Record<string, number> = {};
+    const byPhase: Record<string, Record<string, number>> = { before: {}, outage: {}, after: {} };
+    const byKind: Record<string, Record<string, number>> = {};
+    const accepted: string[] = [];
+    const acceptedKeyed: string[] = [];
+    let without503RetryAfter = 0;
+    let outsideEnvelope = 0;
+    let maxLatencyMs = 0;
+    let sent = 0;
+    let phase: 'before' | 'outage' | 'after' = 'before';
+    let killedAt = 0;
+    let spawnedAt = 0; // the restarted broker's JVM started
+    let backAt = 0; // the restarted broker served (metadata, coordinators)
+    let first202AfterSpawn = 0;
+    let brokerWarmMs = 0;
+    const inflight = new Set<Promise<void>>();
+    // While the broker is away ingest holds each request up to INGEST_PUBLISH_TIMEOUT_MS (5 s) before its 503,
+    // so about rate x 5 requests are open at once: the pool has room for that (a smaller one queues requests
+    // here until they time out, which is the harness's doing, not the service's), and no more.
+    // undici's request API, not fetch: a third of the CPU per request, which on a busy 2-core machine decides
+    // whether this process can hold the rate at all. A request unanswered 15 s after it was sent is a timeout.
+    const pool = new Pool(ingest.baseUrl, { connections: rate * 7, pipelining: 1, keepAliveTimeout: 30_000, headersTimeout: 15_000, bodyTimeout: 15_000 });
+    ctx.defer(() => pool.close());
+    let notSent = 0; // skipped: this process already had MAX_INFLIGHT requests open
+    const MAX_INFLIGHT = rate * 12;
+    const one = async (i: number) => {
+      const keyed = i % 2 === 0;
+      const withContact = (i >> 1) % 2 === 0;
+      const kind = `${keyed ? 'keyed' : 'unkeyed'}, ${withContact ? 'contact' : 'no contact'}`;
+      const body = {
+        name: 'Viewed product',
+        metric: { metric_name: withContact ? 'placed_order' : 'viewed_product', value: i },
+        ...(keyed ? { remote_id: `${run}-${i}`, remote_platform: 'faults' } : {}),
+        ...(withContact ? { contact: { email: `c${i % 500}@example.com` } } : {}),
+      };
+      const t0 = Date.now();
+      const p = phase;
+      let status = 'timeout';
+      try {
+        const res = await pool.request({ path: '/v2026-04/events/', method: 'POST', headers, body: JSON.stringify(body) });
+        status = String(res.statusCode);
+        const text = await res.body.text();
+        let parsed: any;
+        try {
+          parsed = JSON.parse(text);
+        } catch {
+          parsed = undefined;
+        }
+        if (res.statusCode === 202) {
+          accepted.push(parsed.activity_id);
+          if (keyed) acceptedKeyed.push(parsed.activity_id);
+          if (spawnedAt && t0 >= spawnedAt && !first202AfterSpawn) first202AfterSpawn = Date.now();
+        } else if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
+        if (res.statusCode === 503 && !res.headers['retry-after']) without503RetryAfter++;
+      } catch {
+        status = 'timeout';
+      }
+      maxLatencyMs = Math.max(maxLatencyMs, Date.now() - t0);
+      statuses[status] = (statuses[status] ?? 0) + 1;
+      byPhase[p][status] = (byPhase[p][status] ?? 0) + 1;
+      byKind[kind] ??= {};
+      byKind[kind][status] = (byKind[kind][status] ?? 0) + 1;
+    };
+    let loadOn = true;
+    let loadStartedAt = 0;
+    let loadEndedAt = 0;
+    let slots = 0; // requests due by the clock: sent + notSent
+    const load = (async () => {
+      const t0 = (loadStartedAt = Date.now());
+      while (loadOn) {
+        const due = Math.floor(((Date.now() - t0) / 1000) * rate);
+        while (slots < due) {
+          const i = slots++;
+          if (inflight.size >= MAX_INFLIGHT) {
+            notSent++;
+            continue;
+          }
+          sent++;
+          const p = one(i);
+          inflight.add(p);
+          void p.finally(() => inflight.delete(p));
+        }
+        await new Promise((r) => setTimeout(r, 5));
+      }
+      loadEndedAt = Date.now();
+    })();
+
+    // Progress every 5 s on stderr, with this process's event-loop delay: on a busy machine the load process
+    // itself can fall behind, and that should be visible, not guessed.
+    const loopDelay = monitorEventLoopDelay({ resolution: 20 });
+    loopDelay.enable();
+    let answered = 0;
+    const progressLog = setInterval(() => {
+      answered = Object.values(statuses).reduce((a, n) => a + n, 0);
+      ctx.log(`${phase}: ${sent} sent, ${answered} answered (${statuses['202'] ?? 0} accepted), ${inflight.size} open, ${notSent} not sent; event loop delay max ${(loopDelay.max / 1e6).toFixed(0)} ms`);
+      loopDelay.reset();
+    }, 5_000);
+    ctx.defer(() => clearInterval(progressLog));
+
+    await new Promise((r) => setTimeout(r, beforeMs));
+    killedAt = Date.now();
+    process.kill(first.pid!, 'SIGKILL');
+    phase = 'outage';
+    while (alive(first.pid!)) await new Promise((r) => setTimeout(r, 20));
+    ctx.log(`broker killed (-9); restarted on its data in ${outageMs / 1000} s`);
+    await new Promise((r) => setTimeout(r, Math.max(0, killedAt + outageMs - Date.now())));
+    spawnedAt = Date.now();
+    phase = 'after';
+    // The broker is back when it answers metadata (describeCluster with itself registered, listTopics), as a
+    // client sees it: probed every 100 ms from its start, beside testkit's own wait, which also warms the
+    // group and transaction coordinators up before it resolves.
+    const serving = waitForKafka(first.brokers, { what: 'restarted broker', timeoutMs: 120_000 }).then(() => (backAt = Date.now()));
+    second = await startLocalKafka({ runDir: first.runDir, port: brokerPort, controllerPort: first.controllerPort, reuseData: true });
+    const warmAt = Date.now();
+    await serving;
+    ctx.log(`broker answering metadata ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
+    brokerWarmMs = warmAt - spawnedAt;
+    await new Promise((r) => setTimeout(r, afterMs));
+    loadOn = false;
+    await load;
+    await Promise.allSettled([...inflight]);
+    clearInterval(progressLog);
+    loopDelay.disable();
+    const answeredAt = Date.now();
+    ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
+
+    // Projection caught up: every accepted event an activity.
+    const missing = async () => {
+      const rows = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${accepted}::uuid[])`);
+      return accepted.length - Number(rows[0].n);
+    };
+    let caughtUpAt: number | undefined;
+    try {
+      await until(async () => (await missing()) === 0, 120_000, 'projection caught up', 250);
+      caughtUpAt = Date.now();
+    } catch {
+      caughtUpAt = undefined;
+    }
+    sampling = false;
+    await sampler;
+    const lost = await missing();
+    // Doubled: an activity twice on a timeline, or one keyed event (one remote_id) as two activities.
+    const [tl] = await db.query(sql`
+      SELECT count(*)::int AS n FROM (
+        SELECT activity_id FROM contact_timeline WHERE shop_id = ${shopId} GROUP BY activity_id HAVING count(*) > 1) d`);
+    const [byRemote] = await db.query(sql`
+      SELECT count(*)::int AS n FROM (
+        SELECT remote_id FROM activities WHERE shop_id = ${shopId} AND remote_id IS NOT NULL GROUP BY remote_platform, remote_id HAVING count(*) > 1) d`);
+    const doubled = Number(tl.n) + Number(byRemote.n);
+    const [extra] = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND NOT (id = ANY(${accepted}::uuid[]))`);
+
+    // When each projector applied again: the first sample after the broker's return past its offsets then.
+    const resumed = (g: Group): { fromServing?: number; fromStart?: number; offsetAtBack: number } => {
+      const atBack = [...progress].reverse().find((s) => s.at <= backAt)?.offsets[g] ?? 0;
+      const moved = progress.find((s) => s.at > backAt && s.offsets[g] > atBack);
+      // Moved between the broker's start and the harness seeing it serve: the sample right after its start.
+      const early = progress.find((s) => s.at > spawnedAt && s.at <= backAt && s.offsets[g] > ([...progress].reverse().find((x) => x.at <= spawnedAt)?.offsets[g] ?? 0));
+      const at = early?.at ?? moved?.at;
+      return { fromServing: at === undefined ? undefined : Math.max(0, at - backAt), fromStart: at === undefined ? undefined : at - spawnedAt, offsetAtBack: atBack };
+    };
+    const proj = resumed('activity-projector');
+    const match = resumed('flow-matcher');
+    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const others = Object.entries(statuses).filter(([s]) => s !== '202' && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const ingestBack = first202AfterSpawn ? { fromServing: Math.max(0, first202AfterSpawn - backAt), fromStart: first202AfterSpawn - spawnedAt } : undefined;
+    const sec = (ms: number | undefined) => (ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)));
+    const within = (ms: number | undefined, limit: number) => ms !== undefined && ms <= limit;
+    const withStart = (r: { fromServing?: number; fromStart?: number } | undefined) =>
+      r?.fromServing === undefined ? 'never' : `${sec(r.fromServing)} s (${sec(r.fromStart)} s after its JVM started)`;
+    return {
+      versions: { kafka: first.version, postgres: pgVersion },
+      rows: [
+        { measure: 'load asked', value: rate, unit: 'requests/s (keyed and unkeyed, with and without a contact)' },
+        { measure: 'load held', value: Math.round(sent / ((loadEndedAt - loadStartedAt) / 1000)), unit: 'requests/s sent on average' },
+        { measure: 'not sent (this process at its in-flight cap)', value: notSent },
+        { measure: 'fault', value: `broker killed -9 for ${outageMs / 1000} s, restarted on its data`, unit: '' },
+        { measure: 'broker answering metadata after its start', value: sec(backAt - spawnedAt), unit: 's' },
+        { measure: 'broker coordinators ready after its start', value: sec(brokerWarmMs), unit: 's' },
+        { measure: 'requests sent', value: sent },
+        { measure: 'accepted (202)', value: accepted.length },
+        { measure: 'answers by status', value: Object.entries(statuses).sort().map(([s, n]) => `${s}: ${n}`).join(', ') },
+        { measure: 'answers other than 202 and 503', value: others, goal: { text: '0', met: others === 0 } },
+        { measure: '5xx other than 503', value: fiveHundreds, goal: { text: '0', met: fiveHundreds === 0 } },
+        { measure: '503 without Retry-After', value: without503RetryAfter, goal: { text: '0', met: without503RetryAfter === 0 } },
+        { measure: 'answers outside the error envelope', value: outsideEnvelope, goal: { text: '0', met: outsideEnvelope === 0 } },
+        { measure: 'slowest answer', value: Number((maxLatencyMs / 1000).toFixed(2)), unit: 's' },
+        { measure: 'ingest 2xx again after the broker returned', value: withStart(ingestBack), goal: { text: '≤ 5 s', met: within(ingestBack?.fromServing, 5_000) } },
+        { measure: 'activity-projector applying again after the broker returned', value: withStart(proj), goal: { text: '≤ 10 s', met: within(proj.fromServing, 10_000) } },
+        { measure: 'flow-matcher applying again after the broker returned', value: withStart(match), goal: { text: '≤ 10 s', met: within(match.fromServing, 10_000) } },
+        {
+          measure: 'projection caught up after the load ended',
+          value: caughtUpAt === undefined ? 'never (120 s)' : sec(Math.max(0, caughtUpAt - loadEndedAt)),
+          unit: caughtUpAt === undefined ? '' : 's',
+          goal: { text: '≤ 10 s', met: caughtUpAt !== undefined && caughtUpAt - loadEndedAt <= 10_000 },
+        },
+        { measure: 'lost (202 without an activity)', value: lost, goal: { text: '0', met: lost === 0 } },
+        { measure: 'doubled (twice on a timeline, or a keyed event twice)', value: doubled, goal: { text: '0', met: doubled === 0 } },
+        { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
+      ],
+      details: {
+        rate,
+        outageMs,
+        beforeMs,
+        afterMs,
+        statuses,
+        byPhase,
+        byKind,
+        acceptedKeyed: acceptedKeyed.length,
+        brokerServingAfterStartMs: backAt - spawnedAt,
+        brokerWarmAfterStartMs: brokerWarmMs,
+        brokerDownMs: spawnedAt - killedAt,
+        ingestBack,
+        resumed: { 'activity-projector': proj, 'flow-matcher': match },
+        caughtUpAfterLoadMs: caughtUpAt === undefined ? null : caughtUpAt - loadEndedAt,
+        lastAnswerAfterLoadMs: answeredAt - loadEndedAt,
+        notSent,
+        caughtUpAfterBrokerMs: caughtUpAt === undefined ? null : caughtUpAt - backAt,
+        progress: progress
+          .filter((s) => s.at >= killedAt - 2_000 && s.at <= backAt + 60_000)
+          .filter((s, i, a) => i === 0 || s.offsets['activity-projector'] !== a[i - 1].offsets['activity-projector'] || s.offsets['flow-matcher'] !== a[i - 1].offsets['flow-matcher'])
+          .map((s) => ({ t: s.at - backAt, ...s.offsets })),
+      },
+      notes: [
+        `Load from the harness process at ${rate} single events/s, open loop (a quarter each keyed with a remote_id or not, with a contact or not), each request with a 15 s timeout; ingest-api, activity-projector and flow-matcher as separate processes on their own broker and PostgreSQL.`,
+        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports; "returned" is when it answered metadata again (its JVM start is given beside it). Between the two, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does.',
+        'A projector applies again when its checkpoint (projection_offsets, sampled every 100 ms) moves past where it stood when the broker returned.',
+      ],
+    };
+  },
+};

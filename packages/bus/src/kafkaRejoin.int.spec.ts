@@ -1,0 +1,81 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { createLogger } from '@shopstream/telemetry';
+import { startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
+import { createKafkaBus, rejoinAsSameMember } from './kafka.js';
+import type { Bus, Subscription } from './port.js';
+
+const logger = createLogger('bus-rejoin', process.env.TEST_LOG_LEVEL ?? 'silent');
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+const until = async (what: string, fn: () => boolean | Promise<boolean>, timeoutMs: number) => {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await fn())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+};
+
+// A broker of its own (it is killed), so not the shared one of the other specs.
+describe('Kafka adapter after a broker outage', () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const c of cleanups.reverse()) await c().catch(() => undefined);
+  });
+
+  it('rejoins its group as the member it was once the broker is back: consuming again long before the old session would have run out', async () => {
+    expect(rejoinAsSameMember).toBe(true);
+    const first: KafkaHandle = await startLocalKafka({});
+    cleanups.push(() => first.stop());
+    const bus: Bus = await createKafkaBus({
+      brokers: first.brokers,
+      clientId: 'rejoin',
+      replicationFactor: 1,
+      logger,
+      publishTimeoutMs: 2_000,
+      // Long, so that joining as a new member (held until the old member's session ran out) cannot pass.
+      sessionTimeoutMs: 25_000,
+    });
+    cleanups.push(() => bus.close());
+    const topic = 'rejoin-events';
+    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const seen: string[] = [];
+    const sub: Subscription = await bus.consume({
+      groupId: 'rejoin-group',
+      topics: [topic],
+      fromBeginning: true,
+      handleBatch: async (batch) => {
+        for (const r of batch.records) seen.push(r.value.toString());
+      },
+    });
+    cleanups.push(() => sub.stop());
+    await bus.publish(topic, [{ key: 'k', value: 'before' }]);
+    await until('the record before the outage consumed', () => seen.includes('before'), 30_000);
+
+    process.kill(first.pid!, 'SIGKILL');
+    await until('the broker gone', () => !alive(first.pid!), 10_000);
+    // Long enough for the consumer to fail its retries and be restarted by kafkajs (without a member id).
+    await new Promise((r) => setTimeout(r, 6_000));
+    const second = await startLocalKafka({ runDir: first.runDir, port: Number(first.brokers[0].split(':').pop()), controllerPort: first.controllerPort, reuseData: true });
+    cleanups.push(() => second.stop());
+    const back = Date.now();
+    await until(
+      'a record published after the outage',
+      () =>
+        bus.publish(topic, [{ key: 'k', value: 'after' }]).then(
+          () => true,
+          () => false,
+        ),
+      30_000,
+    );
+    await until('the record after the outage consumed', () => seen.includes('after'), 40_000);
+    const resumedMs = Date.now() - back;
+    // Joining as a new member waits out the old one's 25 s session; rejoining as it takes a round trip or two.
+    expect(resumedMs).toBeLessThan(12_000);
+  }, 120_000);
+});
