@@ -75,7 +75,7 @@ export const leaderFailover: Scenario = {
 
     // What the services made of the topic: replicas and min.insync.replicas of `events`.
     const adminOf = (brokers: string[]) =>
-      new Kafka({ clientId: 'faults-leader-failover', brokers, logLevel: logLevel.NOTHING, connectionTimeout: 1_000, requestTimeout: 3_000, retry: { retries: 1 } }).admin();
+      new Kafka({ clientId: 'faults-leader-failover', brokers, logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 10_000, retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 } }).admin();
     const admin = adminOf(cluster.brokers);
     await admin.connect();
     ctx.defer(() => admin.disconnect());
@@ -225,6 +225,43 @@ export const leaderFailover: Scenario = {
     const lostIds = new Set(ids);
     for (const r of await owner.query(sql`SELECT id FROM activities WHERE id = ANY(${ids}::uuid[])`)) lostIds.delete(String(r.id));
     const lost = lostIds.size;
+    // Where the lost are: in the events log (the projector did not get to them) or not (Kafka lost an
+    // acknowledged write). The log read back from the beginning by a consumer of our own, to its end.
+    const highs = await admin.fetchTopicOffsets(topic);
+    const inLog = new Map<string, { partition: number; offset: string }>();
+    const logRecords: Record<number, number> = {};
+    {
+      const reader = new Kafka({ clientId: 'faults-leader-failover-reader', brokers: cluster.brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `faults-reader-${randomUUID()}` });
+      await reader.connect();
+      await reader.subscribe({ topic, fromBeginning: true });
+      const want = new Map(highs.map((h) => [h.partition, Number(h.high)]));
+      const pos = new Map(highs.map((h) => [h.partition, Number(h.low)]));
+      const done = () => [...want].every(([p, h]) => (pos.get(p) ?? 0) >= h);
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, 60_000);
+        void reader.run({
+          eachMessage: async ({ partition, message }) => {
+            pos.set(partition, Number(message.offset) + 1);
+            logRecords[partition] = (logRecords[partition] ?? 0) + 1;
+            try {
+              const id = JSON.parse(String(message.value)).activity_id;
+              if (lostIds.has(id)) inLog.set(id, { partition, offset: message.offset });
+            } catch {
+              /* not ours */
+            }
+            if (done()) (clearTimeout(t), resolve());
+          },
+        });
+        if (done()) (clearTimeout(t), resolve());
+      });
+      await reader.disconnect().catch(() => undefined);
+    }
+    const projectionOffsets = (await owner.query(sql`SELECT group_id, partition, next_offset FROM projection_offsets WHERE topic = ${topic} ORDER BY partition`)).map((r: any) => ({ group: r.group_id, partition: r.partition, next: String(r.next_offset) }));
+    const lostDetail = accepted
+      .filter((a) => lostIds.has(a.id))
+      .slice(0, 200)
+      .map((a) => ({ id: a.id, partition: a.partition, sent: (a.sentAt - killedAt) / 1000, answered: (a.answeredAt - killedAt) / 1000, inLog: inLog.get(a.id) ?? null }));
+    if (lost > 0) ctx.log(`lost ${lost}: ${inLog.size} of them in the events log; projection offsets ${JSON.stringify(projectionOffsets)}; high watermarks ${JSON.stringify(highs.map((h) => [h.partition, h.high]))}`);
     const ackedOnVictimBeforeKill = accepted.filter((a) => a.partition === busiest.partition && a.answeredAt <= killedAt);
     const lostOnVictim = ackedOnVictimBeforeKill.filter((a) => lostIds.has(a.id)).length;
     const [tl] = await owner.query(sql`
@@ -286,6 +323,7 @@ export const leaderFailover: Scenario = {
         { measure: 'accepted (202)', value: accepted.length },
         { measure: 'acknowledged on the killed leader before the kill', value: ackedOnVictimBeforeKill.length, unit: `(lost of them: ${lostOnVictim})` },
         { measure: 'lost (202 without an activity)', value: lost, goal: { text: '0', met: lost === 0 } },
+        { measure: '  of them in the events log (not projected)', value: inLog.size, unit: `(not in the log: ${lost - inLog.size})` },
         { measure: 'doubled (an activity twice on a timeline)', value: Number(tl.doubled), goal: { text: '0', met: Number(tl.doubled) === 0 } },
         { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
         { measure: 'new leader of the busiest partition', value: newLeader === undefined ? 'none' : `node ${newLeader}`, unit: `after ${sec(electedMs)} s` },
@@ -318,6 +356,10 @@ export const leaderFailover: Scenario = {
         projectedAnyAgainMs,
         restartMs,
         caughtUpMs,
+        lostDetail,
+        projectionOffsets,
+        highWatermarks: highs,
+        logRecords,
         phases,
         // 202s and other answers per 500 ms after the kill (by answer time), for the recovery's shape.
         afterKillBins: Array.from({ length: Math.ceil((afterMs + restartedMs) / 500) }, (_, i) => {
