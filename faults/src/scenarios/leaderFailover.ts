@@ -25,6 +25,19 @@ const { ConfigResourceTypes } = kafkajs;
  * floor of every failover: with the defaults no client can write to those partitions for about 9 s.
  */
 const FAILOVER_SETTINGS = { 'broker.heartbeat.interval.ms': '500', 'broker.session.timeout.ms': '3000' };
+/** An admin call tried again for up to 60 s: on a machine this busy a connection can take seconds. */
+async function retrying<T>(fn: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      return await fn();
+    } catch (e) {
+      if (Date.now() > deadline) throw e;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  }
+}
+
 const SHOPS = 6;
 const PARTITIONS = 6;
 
@@ -75,14 +88,14 @@ export const leaderFailover: Scenario = {
 
     // What the services made of the topic: replicas and min.insync.replicas of `events`.
     const adminOf = (brokers: string[]) =>
-      new Kafka({ clientId: 'faults-leader-failover', brokers, logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 10_000, retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 } }).admin();
+      new Kafka({ clientId: 'faults-leader-failover', brokers, logLevel: logLevel.NOTHING, connectionTimeout: 10_000, requestTimeout: 15_000, retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 } }).admin();
     const admin = adminOf(cluster.brokers);
     await admin.connect();
     ctx.defer(() => admin.disconnect());
     const topic = 'events';
-    const md0 = await admin.fetchTopicMetadata({ topics: [topic] });
+    const md0 = await retrying(() => admin.fetchTopicMetadata({ topics: [topic] }));
     const replicasPerPartition = [...new Set(md0.topics[0].partitions.map((p) => p.replicas.length))];
-    const described = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }] });
+    const described = await retrying(() => admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }] }));
     const minIsr = described.resources[0].configEntries.find((e) => e.configName === 'min.insync.replicas')?.configValue ?? '?';
     ctx.log(`events: ${md0.topics[0].partitions.length} partitions, replicas ${replicasPerPartition.join('/')}, min.insync.replicas ${minIsr}; load starts`);
     // The services' producer keys by shop with kafkajs' default partitioner: the same one tells each shop's partition.
@@ -144,9 +157,9 @@ export const leaderFailover: Scenario = {
 
     await new Promise((r) => setTimeout(r, beforeMs));
     // The busiest partition by records written so far, and its leader now.
-    const offsets = await admin.fetchTopicOffsets(topic);
+    const offsets = await retrying(() => admin.fetchTopicOffsets(topic));
     const busiest = offsets.map((o) => ({ partition: o.partition, records: Number(o.high) - Number(o.low) })).sort((a, b) => b.records - a.records)[0];
-    const mdBefore = await admin.fetchTopicMetadata({ topics: [topic] });
+    const mdBefore = await retrying(() => admin.fetchTopicMetadata({ topics: [topic] }));
     const victim = mdBefore.topics[0].partitions.find((p) => p.partitionId === busiest.partition)!.leader;
     const ledByVictim = mdBefore.topics[0].partitions.filter((p) => p.leader === victim).map((p) => p.partitionId);
     const offsetsTopic = await admin.fetchTopicMetadata({ topics: ['__consumer_offsets'] }).catch(() => undefined);
@@ -227,7 +240,7 @@ export const leaderFailover: Scenario = {
     const lost = lostIds.size;
     // Where the lost are: in the events log (the projector did not get to them) or not (Kafka lost an
     // acknowledged write). The log read back from the beginning by a consumer of our own, to its end.
-    const highs = await admin.fetchTopicOffsets(topic);
+    const highs = await retrying(() => admin.fetchTopicOffsets(topic));
     const inLog = new Map<string, { partition: number; offset: string }>();
     const logRecords: Record<number, number> = {};
     {
