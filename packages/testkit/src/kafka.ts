@@ -639,16 +639,24 @@ export async function startLocalKafkaCluster(options: KafkaClusterOptions = {}):
   const brokers = nodes.map((n) => n.broker);
   // The node is up when the cluster's metadata names it again (a restarted one rejoins a running quorum).
   const registered = async (n: KafkaClusterNode, abort: () => string | undefined, timeoutMs: number) => {
-    const kafka = new Kafka({ clientId: 'testkit-cluster-probe', brokers: [n.broker], logLevel: logLevel.NOTHING, connectionTimeout: 1_000, requestTimeout: 5_000, retry: { retries: 0 } });
+    const kafka = new Kafka({ clientId: 'testkit-cluster-probe', brokers: [n.broker], logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 5_000, retry: { retries: 0 } });
     await pollUntil(
       `local Kafka ${KAFKA_VERSION} node ${n.id} on ${n.broker}`,
       async () => {
         const admin = kafka.admin({ retry: { retries: 0 } });
+        let timer: NodeJS.Timeout | undefined;
         try {
-          await admin.connect();
-          const cluster = await admin.describeCluster();
-          if (!cluster.brokers.some((b) => b.nodeId === n.id)) throw new Error(`node ${n.id} not registered yet`);
+          // One attempt at most 10 s: a hung one must not use up the whole wait (pollUntil races only the deadline).
+          const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('attempt took over 10 s')), 10_000)));
+          const attempt = (async () => {
+            await admin.connect();
+            const cluster = await admin.describeCluster();
+            if (!cluster.brokers.some((b) => b.nodeId === n.id)) throw new Error(`node ${n.id} not registered yet`);
+          })();
+          attempt.catch(() => undefined);
+          await Promise.race([attempt, expired]);
         } finally {
+          clearTimeout(timer);
           await admin.disconnect().catch(() => undefined);
         }
       },
@@ -666,7 +674,7 @@ export async function startLocalKafkaCluster(options: KafkaClusterOptions = {}):
       detached: false,
       logFile: n.logFile,
       marker: propsFile,
-      ready: (abort) => registered(n, abort, 120_000),
+      ready: (abort) => registered(n, abort, 240_000),
       failSignal: 'SIGKILL',
       tailLines: 60,
     });
