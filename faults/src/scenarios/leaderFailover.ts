@@ -211,9 +211,16 @@ export const leaderFailover: Scenario = {
     await election;
     await probe.disconnect().catch(() => undefined);
     const restartAt = Date.now();
-    await cluster.restart(victim);
-    const restartMs = Date.now() - restartAt;
-    ctx.log(`node ${victim} started again on its data (${(restartMs / 1000).toFixed(1)} s); load ${restartedMs / 1000} s more`);
+    let restartMs: number | undefined;
+    let restartError: string | undefined;
+    try {
+      await cluster.restart(victim);
+      restartMs = Date.now() - restartAt;
+      ctx.log(`node ${victim} started again on its data (${(restartMs / 1000).toFixed(1)} s); load ${restartedMs / 1000} s more`);
+    } catch (e) {
+      restartError = (e as Error).message.split('\n')[0];
+      ctx.log(`node ${victim} did not come back: ${restartError}`);
+    }
     await new Promise((r) => setTimeout(r, restartedMs));
     loadOn = false;
     await load;
@@ -345,7 +352,7 @@ export const leaderFailover: Scenario = {
         { measure: 'requests for other partitions not answered 202 after the kill', value: notVictim.filter((a) => a.status !== '202').length, unit: `of ${notVictim.length}` },
         { measure: 'projector processing again (killed partition)', value: sec(projectedAgainMs), unit: 's after the kill', goal: { text: '≤ 10 s', met: projectedAgainMs !== undefined && projectedAgainMs <= 10_000 } },
         { measure: 'projector processing again (any partition)', value: sec(projectedAnyAgainMs), unit: 's after the kill' },
-        { measure: 'killed node back in the cluster', value: sec(restartMs), unit: 's after its start' },
+        { measure: 'killed node back in the cluster', value: restartError ? `no: ${restartError}` : sec(restartMs), unit: restartError ? '' : 's after its start' },
         { measure: 'projection caught up after the load ended', value: sec(caughtUpMs), unit: 's', goal: { text: '≤ 10 s', met: caughtUpMs !== undefined && caughtUpMs <= 10_000 } },
       ],
       details: {
@@ -368,6 +375,7 @@ export const leaderFailover: Scenario = {
         projectedAgainMs,
         projectedAnyAgainMs,
         restartMs,
+        restartError,
         caughtUpMs,
         lostDetail,
         projectionOffsets,
