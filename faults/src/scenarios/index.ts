@@ -1,6 +1,7 @@
 import type { Scenario } from '../types.js';
 import { postgresOutage } from './postgresOutage.js';
 import { brokerOutage } from './brokerOutage.js';
+import { leaderFailover } from './leaderFailover.js';
 import { badInput } from './badInput.js';
 import { crossShop } from './crossShop.js';
 
@@ -11,6 +12,7 @@ import { crossShop } from './crossShop.js';
 export const scenarios: Scenario[] = [
   postgresOutage,
   brokerOutage,
+  leaderFailover,
   badInput,
   crossShop,
 ];

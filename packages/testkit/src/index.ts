@@ -1,6 +1,17 @@
 import { randomBytes } from 'node:crypto';
 
-export { ensureKafka, startLocalKafka, waitForKafka, type KafkaHandle, type KafkaOptions, type KafkaSource } from './kafka.js';
+export {
+  ensureKafka,
+  startLocalKafka,
+  startLocalKafkaCluster,
+  waitForKafka,
+  type KafkaClusterHandle,
+  type KafkaClusterNode,
+  type KafkaClusterOptions,
+  type KafkaHandle,
+  type KafkaOptions,
+  type KafkaSource,
+} from './kafka.js';
 export {
   createTestDatabase,
   dropTestDatabase,

@@ -556,3 +556,204 @@ async function startKafkaContainer(client: ContainerRuntimeClient, options: Kafk
     }),
   };
 }
+
+/** One node of a local cluster: broker and controller in one JVM. */
+export interface KafkaClusterNode {
+  id: number;
+  /** PLAINTEXT address clients use. */
+  broker: string;
+  port: number;
+  controllerPort: number;
+  runDir: string;
+  logFile: string;
+  /** The node's JVM while it runs; undefined after kill(). */
+  pid?: number;
+}
+
+export interface KafkaClusterHandle {
+  /** Every node's PLAINTEXT address (a client bootstraps from any that answers). */
+  brokers: string[];
+  version: string;
+  nodes: KafkaClusterNode[];
+  /** kill -9 of one node's JVM, its data left in place; resolves once the process is gone. */
+  kill(id: number): Promise<void>;
+  /** Starts a killed node again on its data and ports; resolves once it is back in the cluster's metadata. */
+  restart(id: number): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface KafkaClusterOptions {
+  /** How many nodes, each broker and controller (a static quorum of all of them). Default 3. */
+  nodes?: number;
+  profile?: 'test' | 'dev';
+  /**
+   * Broker settings laid over the cluster's (e.g. broker.session.timeout.ms). The cluster's own: replication
+   * factor min(3, nodes) for new topics, the offsets and the transaction state topics; min.insync.replicas
+   * min(2, nodes).
+   */
+  settings?: Record<string, string>;
+}
+
+/**
+ * A local KRaft cluster of `nodes` JVMs from the same jars as startLocalKafka, for fault scenarios that kill a
+ * leader: every node broker and controller, controller.quorum.voters naming all of them, each with its own
+ * ports and log dir, one cluster id stamped on each. Topics default to replication 3, min.insync.replicas 2.
+ */
+export async function startLocalKafkaCluster(options: KafkaClusterOptions = {}): Promise<KafkaClusterHandle> {
+  const java = findJava();
+  if (!java) throw new Error('no java in JAVA_HOME or on PATH');
+  const count = options.nodes ?? 3;
+  if (!Number.isInteger(count) || count < 1) throw new Error(`startLocalKafkaCluster: nodes must be a positive integer, not ${count}`);
+  const profile = options.profile ?? 'test';
+  const libs = await kafkaLibs();
+  const cp = classpath(libs);
+  await mkdir(RUNS(), { recursive: true });
+  sweepRuns(RUNS());
+  const template = await storageTemplate(java, cp);
+  const cds = await cdsArchive(java, cp, template);
+  const jvmExtra = cds ? [`-XX:SharedArchiveFile=${cds}`] : [];
+
+  const taken: number[] = [];
+  const nodes: KafkaClusterNode[] = [];
+  for (let id = 1; id <= count; id++) {
+    const port = await freePort(undefined, taken);
+    taken.push(port);
+    const controllerPort = await freePort(undefined, taken);
+    taken.push(controllerPort);
+    // Each node its own run dir directly under RUNS(), so sweepRuns finds each one's run.json.
+    const runDir = await mkdtemp(path.join(RUNS(), `kafka-cluster-n${id}-`));
+    nodes.push({ id, broker: `127.0.0.1:${port}`, port, controllerPort, runDir, logFile: path.join(runDir, 'broker.log') });
+  }
+  const replicas = String(Math.min(3, count));
+  const minIsr = String(Math.min(2, count));
+  const settings: Record<string, string> = {
+    ...BROKER_SETTINGS,
+    'default.replication.factor': replicas,
+    'min.insync.replicas': minIsr,
+    'offsets.topic.replication.factor': replicas,
+    'transaction.state.log.replication.factor': replicas,
+    'transaction.state.log.min.isr': minIsr,
+    'share.coordinator.state.topic.replication.factor': replicas,
+    'share.coordinator.state.topic.min.isr': minIsr,
+    'unclean.leader.election.enable': 'false',
+    ...options.settings,
+  };
+  const voters = nodes.map((n) => `${n.id}@127.0.0.1:${n.controllerPort}`).join(',');
+  const id = clusterId();
+  for (const n of nodes) {
+    const dataDir = path.join(n.runDir, 'data');
+    const props = {
+      ...brokerProperties(dataDir, n.port, n.controllerPort),
+      ...settings,
+      'node.id': String(n.id),
+      'controller.quorum.voters': voters,
+    };
+    await writeFile(path.join(n.runDir, 'server.properties'), properties(props) + '\n');
+    await writeFile(path.join(n.runDir, 'log4j2.properties'), LOG4J2);
+    // The template's bootstrap.checkpoint holds only the metadata version; meta.properties names the node.
+    await mkdir(dataDir, { recursive: true });
+    for (const file of readdirSync(template)) {
+      if (file !== 'meta.properties') await copyFile(path.join(template, file), path.join(dataDir, file));
+    }
+    const meta = readFileSync(path.join(template, 'meta.properties'), 'utf8')
+      .split('\n')
+      .filter((line) => !/^(cluster\.id|directory\.id|node\.id)=/.test(line));
+    meta.push(`node.id=${n.id}`, `cluster.id=${id}`, `directory.id=${clusterId()}`);
+    await writeFile(path.join(dataDir, 'meta.properties'), meta.join('\n') + '\n');
+  }
+
+  const children = new Map<number, ChildProcess>();
+  const brokers = nodes.map((n) => n.broker);
+  // The node is up when the cluster's metadata names it again (a restarted one rejoins a running quorum).
+  const registered = async (n: KafkaClusterNode, abort: () => string | undefined, timeoutMs: number) => {
+    const kafka = new Kafka({ clientId: 'testkit-cluster-probe', brokers: [n.broker], logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 5_000, retry: { retries: 0 } });
+    await pollUntil(
+      `local Kafka ${KAFKA_VERSION} node ${n.id} on ${n.broker}`,
+      async () => {
+        const admin = kafka.admin({ retry: { retries: 0 } });
+        let timer: NodeJS.Timeout | undefined;
+        try {
+          // One attempt at most 10 s: a hung one must not use up the whole wait (pollUntil races only the deadline).
+          const expired = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error('attempt took over 10 s')), 10_000)));
+          const attempt = (async () => {
+            await admin.connect();
+            const cluster = await admin.describeCluster();
+            if (!cluster.brokers.some((b) => b.nodeId === n.id)) throw new Error(`node ${n.id} not registered yet`);
+          })();
+          attempt.catch(() => undefined);
+          await Promise.race([attempt, expired]);
+        } finally {
+          clearTimeout(timer);
+          await admin.disconnect().catch(() => undefined);
+        }
+      },
+      { timeoutMs, intervalMs: 100, abort },
+    );
+  };
+  const launch = async (n: KafkaClusterNode) => {
+    const propsFile = path.join(n.runDir, 'server.properties');
+    const base = jvmFlags(profile, [`-Dlog4j2.configurationFile=${path.join(n.runDir, 'log4j2.properties')}`]);
+    const { child } = await startServer({
+      what: `Kafka node ${n.id}`,
+      command: java,
+      args: [...base, ...jvmExtra, '-cp', cp, 'kafka.Kafka', propsFile],
+      runDir: n.runDir,
+      detached: false,
+      logFile: n.logFile,
+      marker: propsFile,
+      ready: (abort) => registered(n, abort, 240_000),
+      failSignal: 'SIGKILL',
+      tailLines: 60,
+    });
+    children.set(n.id, child);
+    n.pid = child.pid;
+  };
+  const stop = once(async () => {
+    await Promise.all([...children.values()].map((c) => stopChild(c, 'SIGKILL', 10_000)));
+    children.clear();
+    await Promise.all(nodes.map((n) => rm(n.runDir, { recursive: true, force: true })));
+  });
+  try {
+    // All at once: a node's controller waits for a quorum of the others before its broker can register.
+    const started = await Promise.allSettled(nodes.map((n) => launch(n)));
+    const failed = started.find((s): s is PromiseRejectedResult => s.status === 'rejected');
+    if (failed) throw failed.reason;
+    await pollUntil(
+      `all ${count} Kafka nodes registered`,
+      async () => {
+        const admin = new Kafka({ clientId: 'testkit-cluster-probe', brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+        try {
+          await admin.connect();
+          const cluster = await admin.describeCluster();
+          if (cluster.brokers.length < count) throw new Error(`${cluster.brokers.length} of ${count} registered`);
+        } finally {
+          await admin.disconnect().catch(() => undefined);
+        }
+      },
+      { timeoutMs: 60_000, intervalMs: 200 },
+    );
+    await warmUpCoordinators(brokers, 60_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    brokers,
+    version: KAFKA_VERSION,
+    nodes,
+    async kill(nodeId: number) {
+      const child = children.get(nodeId);
+      if (!child) throw new Error(`Kafka node ${nodeId} is not running`);
+      await stopChild(child, 'SIGKILL', 10_000);
+      children.delete(nodeId);
+      nodes.find((n) => n.id === nodeId)!.pid = undefined;
+    },
+    async restart(nodeId: number) {
+      const n = nodes.find((x) => x.id === nodeId);
+      if (!n) throw new Error(`no Kafka node ${nodeId}`);
+      if (children.has(nodeId)) throw new Error(`Kafka node ${nodeId} is running`);
+      await launch(n);
+    },
+    stop,
+  };
+}
