@@ -1,3 +1,4 @@
+import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -52,6 +53,23 @@ const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor((s.length - 1) / 2)];
 };
+
+/**
+ * How long this machine takes, right now, only to load a service's code as the services start (node, tsx, the
+ * imports), without connecting to anything: the floor under every restart time.
+ */
+function codeLoadMs(repoRoot: string, name: string): Promise<number | undefined> {
+  const t0 = Date.now();
+  return new Promise((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--conditions=@shopstream/source', '--import', 'tsx', '-e', `import('./services/${name}/src/index.ts').then(() => process.exit(0), () => process.exit(1))`],
+      { cwd: repoRoot, stdio: 'ignore' },
+    );
+    child.once('exit', (code) => resolve(code === 0 ? Date.now() - t0 : undefined));
+    child.once('error', () => resolve(undefined));
+  });
+}
 
 /** Reads a whole topic from its beginning to its current end: every value, parsed. */
 async function readTopic(brokers: string[], topic: string): Promise<any[]> {
@@ -333,6 +351,11 @@ export const crash: Scenario = {
       }
     };
 
+    const codeLoads: { atS: number; ms: number | undefined }[] = [];
+    const probeCodeLoad = async () => {
+      const atS = Number(((Date.now() - loadStart) / 1000).toFixed(1));
+      codeLoads.push({ atS, ms: await codeLoadMs(ctx.repoRoot, 'ingest-api') });
+    };
     const inflight = new Set<Promise<unknown>>();
     const track = (p: Promise<unknown>) => {
       inflight.add(p);
@@ -346,7 +369,7 @@ export const crash: Scenario = {
     const load = (async () => {
       while (loadOn) {
         const elapsed = (Date.now() - loadStart) / 1000;
-        const due = Math.min(totalEvents, Math.floor(elapsed * rate));
+        const due = Math.floor(elapsed * rate); // held until the last restart recovered: at least totalEvents
         while (sent.length < due) {
           if (ctx.random() < singleShare) {
             singles++;
@@ -358,12 +381,13 @@ export const crash: Scenario = {
             track(sendBulk(seqs));
           }
         }
-        const convDue = Math.min(totalConversations, Math.floor(elapsed * convRate));
+        const convDue = Math.floor(elapsed * convRate);
         while (convSent < convDue) track(publishConversation(convSent++));
         await sleep(10);
       }
     })();
 
+    const codeLoadProbes = Promise.all([probeCodeLoad(), sleep(loadMs / 2).then(probeCodeLoad)]);
     // ---- the kills: one per slot, the services in a seeded random order, each `kill -9` then started again ----
     const order: Killed[] = KILLED.flatMap((s) => Array.from({ length: killsPerService }, () => s));
     for (let i = order.length - 1; i > 0; i--) {
@@ -454,6 +478,7 @@ export const crash: Scenario = {
     const loadEnd = Date.now();
     while (inflight.size > 0) await Promise.allSettled([...inflight]);
     await Promise.allSettled(recoveries);
+    await codeLoadProbes;
     await producer.disconnect().catch(() => {});
     const accepted = sent.map((s, seq) => ({ ...s, seq })).filter((s) => s.activityId !== undefined);
     ctx.log(`load stopped: ${sent.length} events generated, ${accepted.length} accepted, ${conversations.size} conversations published`);
@@ -707,6 +732,10 @@ export const crash: Scenario = {
         },
         ...projectorRows,
         ...KILLED.map((n) => ({ measure: `${n} restart, medians from spawn`, value: breakdown(n) })),
+        {
+          measure: 'loading the code alone (node + tsx + imports, no I/O), under the load',
+          value: codeLoads.map((c) => `${sec(c.ms)} s at ${c.atS} s`).join(', '),
+        },
         { measure: 'projections caught up after the load', value: sec(caughtUpMs), unit: 's', goal: { text: 'yes', met: caughtUpMs !== undefined } },
         { measure: 'stored though not accepted', value: storedNotAccepted, unit: '(unanswered unkeyed events that landed: allowed)' },
         { measure: 'answered 2xx without an activity id', value: badAnswers, goal: { text: '0', met: badAnswers === 0 } },
@@ -719,6 +748,7 @@ export const crash: Scenario = {
         totalConversations,
         statuses,
         kills,
+        codeLoads,
         flows: flowDefs.map((f, i) => ({ ...f, id: flows[i] })),
         exportPages,
         convPublishFailures,
