@@ -696,7 +696,7 @@ export const crash: Scenario = {
       return n === 'ingest-api'
         ? `listening ${med(ks.map((k) => k.listeningMs))} s, first 202 ${med(ks.map((k) => k.recoveredMs))} s`
         : `booted ${med(ks.map((k) => k.bootedMs))} s, group joined and listening ${med(ks.map((k) => k.listeningMs))} s, processing ${med(ks.map((k) => k.recoveredMs))} s` +
-            ` (${ks.filter((k) => k.recoveredBy === 'checkpoint').length} of ${ks.length} by a checkpoint, the rest joined with nothing to read)`;
+            ` (${ks.filter((k) => k.recoveredBy === 'checkpoint').length} by a checkpoint, ${ks.filter((k) => k.recoveredBy !== undefined && k.recoveredBy !== 'checkpoint').length} joined with nothing to read)`;
     };
     const ingestBack = kills.filter((k) => k.service === 'ingest-api').map((k) => k.recoveredMs);
     const ingestBackMs = ingestBack.filter((x): x is number => x !== undefined);
