@@ -2,6 +2,7 @@ import type { Scenario } from '../types.js';
 import { postgresOutage } from './postgresOutage.js';
 import { brokerOutage } from './brokerOutage.js';
 import { leaderFailover } from './leaderFailover.js';
+import { crash } from './crash.js';
 import { badInput } from './badInput.js';
 import { crossShop } from './crossShop.js';
 
@@ -13,6 +14,7 @@ export const scenarios: Scenario[] = [
   postgresOutage,
   brokerOutage,
   leaderFailover,
+  crash,
   badInput,
   crossShop,
 ];
