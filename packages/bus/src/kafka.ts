@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, PartitionAssigners, type Cluster, type PartitionAssigner, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries } from 'kafkajs';
+import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, PartitionAssigners, type Cluster, type PartitionAssigner, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries, type Message, type TopicMessages } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { histogram } from '@shopstream/telemetry';
+import { counter, histogram } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 
@@ -26,6 +26,10 @@ export interface KafkaBusOptions {
   sessionTimeoutMs?: number;
 }
 
+const resentRecords = counter(
+  'shopstream_kafka_records_resent_total',
+  'Records sent again because Kafka answered a send without their partition (a leader moved during it; kafkajs#1303).',
+);
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
 
 /** What one send may carry; a single publish larger than this still goes alone (see TOPIC_MAX_MESSAGE_BYTES). */
@@ -161,14 +165,26 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     adminConnected = null;
     throw e;
   }));
-  const newProducer = (): Producer =>
-    kafka.producer({
-      createPartitioner: memoizedKeyPartitioner,
+  // The partition kafkajs chose for each message of the current producer's sends (see `sendAll`).
+  let partitionOf = new WeakMap<object, number>();
+  const newProducer = (): Producer => {
+    const chosen = new WeakMap<object, number>();
+    partitionOf = chosen;
+    return kafka.producer({
+      createPartitioner: () => {
+        const inner = memoizedKeyPartitioner();
+        return (args) => {
+          const partition = inner(args);
+          chosen.set(args.message, partition);
+          return partition;
+        };
+      },
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
       retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
     });
+  };
   let producer: Producer = newProducer();
   let producerConnected: Promise<void> | null = null;
   const connectProducer = () => (producerConnected ??= producer.connect().catch((e) => {
@@ -197,6 +213,39 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       );
     });
 
+  /**
+   * sendBatch, and again for whatever it answered without sending. kafkajs 2.2.4 keeps, across the retries
+   * of one sendBatch, the answers of the brokers that already answered and retries only the others: when a
+   * dead leader's partition moves to a broker that answered for its own partitions in the same send, that
+   * partition's records are never sent again, and sendBatch resolves as if they were (tulios/kafkajs#1303;
+   * found by `pnpm faults leader-failover`: 69 events answered 202 and never in the log). So every partition
+   * a message went to must be in the answer; the messages of a partition that is not are sent again, to the
+   * same partition, by the same producer (kafkajs rolled that partition's sequence back when its request
+   * failed, so a batch the dead leader did append and replicate is taken by the broker as a duplicate).
+   */
+  const sendAll = async (topicMessages: TopicMessages[]): Promise<void> => {
+    let pending = topicMessages;
+    for (let attempt = 1; ; attempt++) {
+      const p = producer;
+      const chosen = partitionOf;
+      const answers = await p.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
+      const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
+      const missing: TopicMessages[] = [];
+      let n = 0;
+      for (const { topic, messages } of pending) {
+        const again = messages.filter((m) => !answered.has(`${topic}\u0000${chosen.get(m)}`));
+        if (again.length === 0) continue;
+        n += again.length;
+        missing.push({ topic, messages: again.map((m) => ({ ...m, partition: chosen.get(m) })) });
+      }
+      if (missing.length === 0) return;
+      resentRecords.inc(n);
+      log.warn({ records: n, partitions: missing.map((t) => t.topic), attempt }, 'Kafka answered a send without some of its partitions (a leader moved): sending those records again');
+      if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${n} of their records' partitions`);
+      pending = missing;
+    }
+  };
+
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[] }>({
     lingerMs: opts.lingerMs ?? 2,
@@ -214,14 +263,12 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       try {
         await withTimeout(connectProducer(), 'connecting to Kafka');
         await withTimeout(
-          producer.sendBatch({
-            acks: -1,
-            compression: CompressionTypes.None,
-            topicMessages: [...byTopic].map(([topic, records]) => ({
+          sendAll(
+            [...byTopic].map(([topic, records]) => ({
               topic,
-              messages: records.map((r) => ({ key: r.key, value: r.value, headers: r.headers })),
+              messages: records.map((r): Message => ({ key: r.key, value: r.value, headers: r.headers })),
             })),
-          }),
+          ),
           'Kafka send',
         );
         end({ outcome: 'ok' });
