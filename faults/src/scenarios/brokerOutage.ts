@@ -243,7 +243,7 @@ export const brokerOutage: Scenario = {
     const startedByLog = brokerStartedAt(path.join(first.runDir!, 'broker.log'), spawnedAt);
     probeBackAt = backAt;
     if (startedByLog !== undefined && startedByLog < backAt) backAt = startedByLog;
-    ctx.log(`broker answering metadata ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
+    ctx.log(`broker answering the probe ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
     brokerWarmMs = warmAt - spawnedAt;
     await new Promise((r) => setTimeout(r, afterMs));
     loadOn = false;
@@ -355,7 +355,8 @@ export const brokerOutage: Scenario = {
       },
       notes: [
         `Load from the harness process at ${rate} single events/s, open loop (a quarter each keyed with a remote_id or not, with a contact or not), each request with a 15 s timeout; ingest-api, activity-projector and flow-matcher as separate processes on their own broker and PostgreSQL.`,
-        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports; "returned" is when it answered metadata again (its JVM start is given beside it). Between the two, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does.',
+        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports. Between its JVM start and serving, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does; its group coordinator then loads the groups before consumers can join.',
+        'The flow-matcher consumes the metric events the activity-projector emits, so its first record after the return comes after the projector applied again and relayed its outbox: its time includes the projector\'s.',
         'A projector applies again at the first write of its checkpoint (projection_offsets.updated_at, the applying transaction\'s time) that moves it past where it stood when the broker was started; the broker\'s return is the "Kafka Server started" line of its own log (or the harness\'s metadata probe, if that answered first). Times from the database\'s and the broker\'s clocks, so a stalled harness does not stretch them; the first 2xx is when the harness received it.',
       ],
     };
