@@ -1,5 +1,5 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
@@ -8,6 +8,21 @@ import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/tes
 import { Pool } from 'undici';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+
+/** When the broker's log says it started (serving clients), first time at or after `after`; local time, as the JVM writes it. */
+function brokerStartedAt(logFile: string, after: number): number | undefined {
+  let text = '';
+  try {
+    text = readFileSync(logFile, 'utf8');
+  } catch {
+    return undefined;
+  }
+  for (const m of text.matchAll(/^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3})\] INFO \[KafkaRaftServer nodeId=\d+\] Kafka Server started/gm)) {
+    const t = new Date(`${m[1]}T${m[2]}.${m[3]}`).getTime();
+    if (t >= after - 1_000) return t;
+  }
+  return undefined;
+}
 
 const alive = (pid: number) => {
   try {
@@ -80,17 +95,25 @@ export const brokerOutage: Scenario = {
     // return whose offsets moved past those it had when the broker came back.
     const groups = { 'activity-projector': `${prefix}activity-projector`, 'flow-matcher': `${prefix}flow-matcher` } as const;
     type Group = keyof typeof groups;
-    const progress: { at: number; offsets: Record<Group, number> }[] = [];
+    // Each sample keeps, per group, the times its partitions' checkpoints were last written (now() of the
+    // applying transaction: the database's clock, not this process's, which a busy machine can stall).
+    const progress: { at: number; offsets: Record<Group, number>; written: Record<Group, number[]> }[] = [];
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
         const at = Date.now();
         try {
           const rows = await db.query(sql`
-            SELECT group_id, coalesce(sum(next_offset), 0)::bigint AS n FROM projection_offsets
-            WHERE group_id = ANY(${Object.values(groups)}::text[]) GROUP BY group_id`);
-          const by = new Map(rows.map((r) => [String(r.group_id), Number(r.n)]));
-          progress.push({ at, offsets: { 'activity-projector': by.get(groups['activity-projector']) ?? 0, 'flow-matcher': by.get(groups['flow-matcher']) ?? 0 } });
+            SELECT group_id, coalesce(sum(next_offset), 0)::bigint AS n,
+                   array_agg((extract(epoch FROM updated_at) * 1000)::bigint) AS written
+            FROM projection_offsets WHERE group_id = ANY(${Object.values(groups)}::text[]) GROUP BY group_id`);
+          const by = new Map(rows.map((r) => [String(r.group_id), { n: Number(r.n), written: (r.written as unknown[]).map(Number) }]));
+          const of = (g: Group) => by.get(groups[g]) ?? { n: 0, written: [] };
+          progress.push({
+            at,
+            offsets: { 'activity-projector': of('activity-projector').n, 'flow-matcher': of('flow-matcher').n },
+            written: { 'activity-projector': of('activity-projector').written, 'flow-matcher': of('flow-matcher').written },
+          });
         } catch {
           // a sample missed; the next one counts
         }
@@ -112,7 +135,8 @@ export const brokerOutage: Scenario = {
     let phase: 'before' | 'outage' | 'after' = 'before';
     let killedAt = 0;
     let spawnedAt = 0; // the restarted broker's JVM started
-    let backAt = 0; // the restarted broker served (metadata, coordinators)
+    let backAt = 0; // the restarted broker served: its log's "Kafka Server started", or the probe's answer if earlier
+    let probeBackAt = 0;
     let first202AfterSpawn = 0;
     let brokerWarmMs = 0;
     const inflight = new Set<Promise<void>>();
@@ -215,7 +239,11 @@ export const brokerOutage: Scenario = {
     second = await startLocalKafka({ runDir: first.runDir, port: brokerPort, controllerPort: first.controllerPort, reuseData: true });
     const warmAt = Date.now();
     await serving;
-    ctx.log(`broker answering metadata ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
+    // By the broker's own log, when a starved harness saw it late: "Kafka Server started" after the restart.
+    const startedByLog = brokerStartedAt(path.join(first.runDir!, 'broker.log'), spawnedAt);
+    probeBackAt = backAt;
+    if (startedByLog !== undefined && startedByLog < backAt) backAt = startedByLog;
+    ctx.log(`broker answering the probe ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
     brokerWarmMs = warmAt - spawnedAt;
     await new Promise((r) => setTimeout(r, afterMs));
     loadOn = false;
@@ -252,13 +280,15 @@ export const brokerOutage: Scenario = {
     const [extra] = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND NOT (id = ANY(${accepted}::uuid[]))`);
 
     // When each projector applied again: the first sample after the broker's return past its offsets then.
-    const resumed = (g: Group): { fromServing?: number; fromStart?: number; offsetAtBack: number } => {
-      const atBack = [...progress].reverse().find((s) => s.at <= backAt)?.offsets[g] ?? 0;
-      const moved = progress.find((s) => s.at > backAt && s.offsets[g] > atBack);
-      // Moved between the broker's start and the harness seeing it serve: the sample right after its start.
-      const early = progress.find((s) => s.at > spawnedAt && s.at <= backAt && s.offsets[g] > ([...progress].reverse().find((x) => x.at <= spawnedAt)?.offsets[g] ?? 0));
-      const at = early?.at ?? moved?.at;
-      return { fromServing: at === undefined ? undefined : Math.max(0, at - backAt), fromStart: at === undefined ? undefined : at - spawnedAt, offsetAtBack: atBack };
+    // The first sample after the broker's start whose checkpoint moved past where it stood then; the time is
+    // that of the earliest checkpoint write after the start it shows (the database's clock).
+    const resumed = (g: Group): { fromServing?: number; fromStart?: number; offsetAtStart: number } => {
+      const atStart = [...progress].reverse().find((s) => s.at <= spawnedAt)?.offsets[g] ?? 0;
+      const moved = progress.find((s) => s.at > spawnedAt && s.offsets[g] > atStart);
+      if (!moved) return { offsetAtStart: atStart };
+      const writes = moved.written[g].filter((w) => w > spawnedAt);
+      const at = writes.length > 0 ? Math.min(...writes) : moved.at;
+      return { fromServing: Math.max(0, at - backAt), fromStart: at - spawnedAt, offsetAtStart: atStart };
     };
     const proj = resumed('activity-projector');
     const match = resumed('flow-matcher');
@@ -276,7 +306,7 @@ export const brokerOutage: Scenario = {
         { measure: 'load held', value: Math.round(sent / ((loadEndedAt - loadStartedAt) / 1000)), unit: 'requests/s sent on average' },
         { measure: 'not sent (this process at its in-flight cap)', value: notSent },
         { measure: 'fault', value: `broker killed -9 for ${outageMs / 1000} s, restarted on its data`, unit: '' },
-        { measure: 'broker answering metadata after its start', value: sec(backAt - spawnedAt), unit: 's' },
+        { measure: 'broker serving again after its start', value: sec(backAt - spawnedAt), unit: 's' },
         { measure: 'broker coordinators ready after its start', value: sec(brokerWarmMs), unit: 's' },
         { measure: 'requests sent', value: sent },
         { measure: 'accepted (202)', value: accepted.length },
@@ -309,6 +339,7 @@ export const brokerOutage: Scenario = {
         byKind,
         acceptedKeyed: acceptedKeyed.length,
         brokerServingAfterStartMs: backAt - spawnedAt,
+        probeSawBrokerAfterStartMs: probeBackAt - spawnedAt,
         brokerWarmAfterStartMs: brokerWarmMs,
         brokerDownMs: spawnedAt - killedAt,
         ingestBack,
@@ -320,12 +351,13 @@ export const brokerOutage: Scenario = {
         progress: progress
           .filter((s) => s.at >= killedAt - 2_000 && s.at <= backAt + 60_000)
           .filter((s, i, a) => i === 0 || s.offsets['activity-projector'] !== a[i - 1].offsets['activity-projector'] || s.offsets['flow-matcher'] !== a[i - 1].offsets['flow-matcher'])
-          .map((s) => ({ t: s.at - backAt, ...s.offsets })),
+          .map((s) => ({ t: s.at - backAt, ...s.offsets, firstWrite: Object.fromEntries(Object.entries(s.written).map(([g, w]) => [g, Math.min(...w) - backAt])) })),
       },
       notes: [
         `Load from the harness process at ${rate} single events/s, open loop (a quarter each keyed with a remote_id or not, with a contact or not), each request with a 15 s timeout; ingest-api, activity-projector and flow-matcher as separate processes on their own broker and PostgreSQL.`,
-        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports; "returned" is when it answered metadata again (its JVM start is given beside it). Between the two, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does.',
-        'A projector applies again when its checkpoint (projection_offsets, sampled every 100 ms) moves past where it stood when the broker returned.',
+        'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports. Between its JVM start and serving, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does; its group coordinator then loads the groups before consumers can join.',
+        'The flow-matcher consumes the metric events the activity-projector emits, so its first record after the return comes after the projector applied again and relayed its outbox: its time includes the projector\'s.',
+        'A projector applies again at the first write of its checkpoint (projection_offsets.updated_at, the applying transaction\'s time) that moves it past where it stood when the broker was started; the broker\'s return is the "Kafka Server started" line of its own log (or the harness\'s metadata probe, if that answered first). Times from the database\'s and the broker\'s clocks, so a stalled harness does not stretch them; the first 2xx is when the harness received it.',
       ],
     };
   },
