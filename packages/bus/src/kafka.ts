@@ -26,6 +26,22 @@ export interface KafkaBusOptions {
   sessionTimeoutMs?: number;
 }
 
+/**
+ * Whether a failed send says the broker is away (unreachable, closed the connection, did not answer in
+ * time), as opposed to refusing these records (an unknown topic, a record too large): only the first makes
+ * publishes fail fast for a moment. kafkajs wraps the last attempt's error (originalError, cause).
+ */
+function brokerAway(e: unknown): boolean {
+  for (let err = e as { name?: string; message?: string; originalError?: unknown; cause?: unknown } | undefined, depth = 0; err && depth < 5; depth++) {
+    if (/^KafkaJS(Connection|ConnectionClosed|RequestTimeout|BrokerNotFound)Error$/.test(err.name ?? '')) return true;
+    if (/ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ETIMEDOUT|timed out/.test(err.message ?? '')) return true;
+    err = (err.originalError ?? err.cause) as typeof err;
+  }
+  return false;
+}
+
+/** How long publishes fail at once after a send failed because the broker is away (see failFast in createKafkaBus). */
+const FAIL_FAST_MS = 1_000;
 const resentRecords = counter(
   'shopstream_kafka_records_resent_total',
   'Records sent again because Kafka answered a send without their partition (a leader moved during it; kafkajs#1303).',
@@ -250,6 +266,17 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     }
   };
 
+  /**
+   * After a send fails, publishes fail at once (BusUnavailableError: 503 with Retry-After) for FAIL_FAST_MS,
+   * instead of each waiting out the publish timeout while the broker is away; the first send after that
+   * window tries Kafka again. Like the database's circuit breaker (connectPostgres): a broker outage is
+   * answered in milliseconds, and requests do not pile up behind it.
+   */
+  let unavailableUntil = 0;
+  const failFast = () => {
+    if (Date.now() < unavailableUntil) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+  };
+
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[] }>({
     lingerMs: opts.lingerMs ?? 2,
@@ -263,6 +290,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         for (const r of records) list.push(r);
         byTopic.set(topic, list);
       }
+      failFast();
       const end = sendSeconds.startTimer();
       try {
         await withTimeout(connectProducer(), 'connecting to Kafka');
@@ -278,6 +306,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         end({ outcome: 'ok' });
       } catch (e) {
         end({ outcome: 'error' });
+        if (brokerAway(e)) unavailableUntil = Date.now() + FAIL_FAST_MS;
         replaceProducer();
         throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
       }
@@ -506,6 +535,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async publish(topic, records) {
       if (records.length === 0) return;
+      failFast();
       await batcher.add({ topic, records });
     },
 

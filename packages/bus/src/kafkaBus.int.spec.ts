@@ -60,6 +60,27 @@ describe('Kafka adapter', () => {
   }, 60_000);
 });
 
+describe('Kafka adapter: a broker away', () => {
+  it('fails publishes at once for a moment after a send found no broker, then tries again', async () => {
+    // A port nothing listens on: connection refused, as after a broker's kill -9.
+    const bus = await createKafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'fail-fast', replicationFactor: 1, logger, publishTimeoutMs: 3_000 });
+    try {
+      const first = await bus.publish('t', [{ key: 'k', value: 'v' }]).catch((e: unknown) => e);
+      expect(first).toBeInstanceOf(BusUnavailableError);
+      expect((first as Error).message).not.toMatch(/less than a second ago/);
+      const second = await bus.publish('t', [{ key: 'k', value: 'v' }]).catch((e: unknown) => e);
+      expect(second).toBeInstanceOf(BusUnavailableError);
+      expect((second as Error).message).toMatch(/a send failed less than a second ago/);
+      await new Promise((r) => setTimeout(r, 1_100));
+      const third = await bus.publish('t', [{ key: 'k', value: 'v' }]).catch((e: unknown) => e);
+      expect(third).toBeInstanceOf(BusUnavailableError);
+      expect((third as Error).message).not.toMatch(/less than a second ago/);
+    } finally {
+      await bus.close();
+    }
+  }, 60_000);
+});
+
 describe('Kafka adapter: read', () => {
   it('reads in a consumer group of its own that commits nothing and is deleted afterwards', async () => {
     const clientId = `read-${randomUUID()}`;
