@@ -1,5 +1,5 @@
 export * from './port.js';
-export { createKafkaBus, type KafkaBusOptions } from './kafka.js';
+export { createKafkaBus, type KafkaBusOptions, type MemberIdStore } from './kafka.js';
 export { createPgLogBus, type PgLogBusOptions, UnknownTopicError, UnsupportedTopicConfigError, trimExpiredRecords, type TrimmedPartition } from './pglog/index.js';
 export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export {

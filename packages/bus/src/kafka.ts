@@ -24,6 +24,18 @@ export interface KafkaBusOptions {
    * Default 8 s (heartbeats every 2.5 s); the broker refuses less than its group.min.session.timeout.ms (6 s).
    */
   sessionTimeoutMs?: number;
+  /**
+   * Where each consumer group's member id is kept across restarts of this process (one instance of a service):
+   * a consumer restarted after a kill -9 rejoins as the member it was, at once, instead of as a new member
+   * held until the dead one's session runs out. Unset: every start joins as a new member.
+   */
+  memberIds?: MemberIdStore;
+}
+
+/** The member id an instance last had in a group (see KafkaBusOptions.memberIds). */
+export interface MemberIdStore {
+  load(groupId: string): Promise<string | undefined>;
+  save(groupId: string, memberId: string): Promise<void>;
 }
 
 /**
@@ -542,6 +554,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async consume(o: ConsumeOptions): Promise<Subscription> {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
       let cluster: Cluster | undefined;
+      // The member this instance was before it restarted, if the store knows it (a failure to ask: join anew).
+      const before = await opts.memberIds?.load(o.groupId).catch((e: unknown) => void log.warn({ err: e, group: o.groupId }, 'could not load the consumer member id'));
       const consumer = kafka.consumer({
         groupId: o.groupId,
         allowAutoTopicCreation: false,
@@ -550,11 +564,20 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         sessionTimeout,
         heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
         // Same assignment as kafkajs' default; it tells us the consumer's cluster, to rejoin as the same member.
-        partitionAssigners: [trackingAssigner((c) => (cluster = c))],
+        partitionAssigners: [
+          trackingAssigner((c) => {
+            cluster = c;
+            if (before && !memberIds.has(c)) memberIds.set(c, before);
+          }),
+        ],
       });
-      // Every join (the first, and each after a restart) is remembered, for the next restart to rejoin as it.
+      // Every join (the first, and each after a restart) is remembered, for the next restart to rejoin as it:
+      // in this process, and in the store for the next process of this instance.
       consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
         if (cluster) memberIds.set(cluster, payload.memberId);
+        if (payload.memberId !== before) {
+          void opts.memberIds?.save(o.groupId, payload.memberId).catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not save the consumer member id'));
+        }
       });
       consumers.add(consumer);
       consumer.on(consumer.events.CRASH, ({ payload }) => {

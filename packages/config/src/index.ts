@@ -52,6 +52,9 @@ export const envSchema = z.object({
   // Not what a broker outage costs: a consumer that kafkajs restarts once the broker is back rejoins as the
   // member it was (packages/bus kafka.ts, rejoinAsSameMember), so it does not wait out its own old session.
   KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
+  // Who this process is across restarts, for its consumers to rejoin their groups as the members they were
+  // (kafkajs has no static membership): unset, the host and PORT (none when PORT is 0); `none`: never.
+  KAFKA_GROUP_INSTANCE_ID: z.string().min(1).optional(),
   FLOW_REFRESH_MS: int(2_000),
   // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own
   // (auto), off the event loop that answers HTTP; off keeps them on it.

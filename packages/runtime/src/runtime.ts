@@ -1,6 +1,7 @@
-import { createKafkaBus, createPgLogBus, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
+import { hostname } from 'node:os';
+import { createKafkaBus, createPgLogBus, type MemberIdStore, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
 import { runningMode, type Env } from '@shopstream/config';
-import { migrate, openDb, type Db } from '@shopstream/db';
+import { migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
 import { collectProcessMetrics, createLogger, type Logger } from '@shopstream/telemetry';
 
@@ -62,6 +63,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
           lingerMs: env.INGEST_LINGER_MS,
           publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
           sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
+          memberIds: memberIdStore(db, env),
         })
       : await createPgLogBus({ db, logger });
     const topics = topicNames(env.TOPIC_PREFIX);
@@ -126,4 +128,27 @@ export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], log
     }
   }
   return found;
+}
+
+/**
+ * Where this instance's consumer member ids are kept (table consumer_members), so that a restart after a
+ * kill -9 rejoins its groups as the members it was. The instance is KAFKA_GROUP_INSTANCE_ID, else this host
+ * and the HTTP port (two instances of a service on one host listen on different ports); none when the port is
+ * chosen by the system (PORT=0: no stable identity) or KAFKA_GROUP_INSTANCE_ID=none, then every start joins as a new member.
+ */
+export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
+  if (env.KAFKA_GROUP_INSTANCE_ID === 'none') return undefined;
+  const instance = env.KAFKA_GROUP_INSTANCE_ID ?? (env.PORT !== 0 ? `${hostname()}:${env.PORT}` : undefined);
+  if (!instance) return undefined;
+  return {
+    async load(groupId) {
+      const rows = await db.query(sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`);
+      return rows.length > 0 ? String(rows[0].member_id) : undefined;
+    },
+    async save(groupId, memberId) {
+      await db.query(sql`
+        INSERT INTO consumer_members (group_id, instance_id, member_id) VALUES (${groupId}, ${instance}, ${memberId})
+        ON CONFLICT (group_id, instance_id) DO UPDATE SET member_id = EXCLUDED.member_id, updated_at = now()`);
+    },
+  };
 }
