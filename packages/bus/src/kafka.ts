@@ -279,18 +279,26 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   };
 
   /**
-   * After a send fails, publishes fail at once (BusUnavailableError: 503 with Retry-After) for FAIL_FAST_MS,
-   * instead of each waiting out the publish timeout while the broker is away; the first send after that
-   * window tries Kafka again. Like the database's circuit breaker (connectPostgres): a broker outage is
-   * answered in milliseconds, and requests do not pile up behind it.
+   * While the broker is away (a send failed to reach it), publishes fail at once (BusUnavailableError: 503 with
+   * Retry-After) instead of each waiting out the publish timeout, and do not pile up behind a send that hangs:
+   * one publish at a time, at most every FAIL_FAST_MS, is let through as a probe (its batch tries Kafka); the
+   * first send that succeeds ends it. Like the database's circuit breaker (connectPostgres): a broker outage
+   * is answered in milliseconds, and ingest takes events again within a second of the broker's return.
    */
-  let unavailableUntil = 0;
-  const failFast = () => {
-    if (Date.now() < unavailableUntil) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+  let away = false;
+  let probing = false;
+  let failedAt = 0;
+  /** Whether this publish may go to Kafka (true: it is the probe); throws while the broker is away. */
+  const admit = (): boolean => {
+    if (!away) return false;
+    if (probing) throw new BusUnavailableError('Kafka is unavailable: a send is trying it again');
+    if (Date.now() - failedAt < FAIL_FAST_MS) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+    probing = true;
+    return true;
   };
 
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[] }>({
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; probe: boolean }>({
     lingerMs: opts.lingerMs ?? 2,
     // Bytes, not records: the broker refuses a record batch over the topic's max.message.bytes.
     maxWeight: MAX_SEND_BYTES,
@@ -302,7 +310,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         for (const r of records) list.push(r);
         byTopic.set(topic, list);
       }
-      failFast();
+      const probe = items.some((i) => i.probe);
+      // Admitted before the broker went away, flushed after: fail at once too.
+      if (away && !probe) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
       const end = sendSeconds.startTimer();
       try {
         await withTimeout(connectProducer(), 'connecting to Kafka');
@@ -316,11 +326,15 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
           'Kafka send',
         );
         end({ outcome: 'ok' });
+        away = false;
       } catch (e) {
         end({ outcome: 'error' });
-        if (brokerAway(e)) unavailableUntil = Date.now() + FAIL_FAST_MS;
+        away = brokerAway(e);
+        if (away) failedAt = Date.now();
         replaceProducer();
         throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
+      } finally {
+        if (probe) probing = false;
       }
     },
   });
@@ -547,8 +561,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async publish(topic, records) {
       if (records.length === 0) return;
-      failFast();
-      await batcher.add({ topic, records });
+      const probe = admit();
+      await batcher.add({ topic, records, probe });
     },
 
     async consume(o: ConsumeOptions): Promise<Subscription> {
