@@ -21,6 +21,8 @@ export default defineConfig({
     maxWorkers: 2,
     fileParallelism: true,
     // kafkajs 2 warns about its changed default partitioner on every producer: noise in every test log.
-    env: { KAFKAJS_NO_PARTITIONER_WARNING: '1' },
+    // Services spawned with the test process's environment post thousands of events with one key: the per-key
+    // ingest limit is off unless a test sets it (test/ingestRateLimit.spec.ts does).
+    env: { KAFKAJS_NO_PARTITIONER_WARNING: '1', INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0' },
   },
 });
