@@ -1,8 +1,9 @@
 import type { Scenario } from '../types.js';
 import { postgresOutage } from './postgresOutage.js';
+import { noisyNeighbour } from './noisyNeighbour.js';
 
 /**
  * Every scenario `pnpm faults` knows, in the order a bare `pnpm faults` runs them. To add one: a module in
  * this directory exporting a `Scenario` (see ../types.ts), imported and listed here.
  */
-export const scenarios: Scenario[] = [postgresOutage];
+export const scenarios: Scenario[] = [postgresOutage, noisyNeighbour];

@@ -109,6 +109,11 @@ export class LeasedRateLimiter {
     }
   }
 
+  /** The smallest bucket: the most one request can take. */
+  get capacity(): number {
+    return Math.min(...this.policies.map((p) => p.limit));
+  }
+
   get enabled(): boolean {
     return this.policies.length > 0;
   }
@@ -120,6 +125,9 @@ export class LeasedRateLimiter {
 
   /** Takes `cost` tokens for (apiKeyId, shopId), or says how long to wait. Never throws, never waits on a dead database. */
   async take(apiKeyId: string, shopId: string, cost: number): Promise<RateDecision> {
+    // A request bigger than a bucket (a bulk of 100 under a burst below 100) needs a full bucket and empties
+    // it, rather than waiting forever.
+    cost = Math.min(cost, this.capacity);
     const id = `${apiKeyId}/${shopId}`;
     let s = this.keys.get(id);
     if (!s) {

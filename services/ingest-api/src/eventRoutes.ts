@@ -84,10 +84,12 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
   const whenOn: OpenApiHeaders = Object.fromEntries(
     Object.entries(limitHeaders).map(([h, d]) => [h, typeof d === 'string' ? { description: `${d} Absent when the limit is off.`, required: false } : { ...d, description: `${d.description} Absent when the limit is off.`, required: false }]),
   );
-  const errorHeaders: Partial<Record<number, OpenApiHeaders>> = {
-    429: { ...limitHeaders, 'Retry-After': { description: 'Seconds until enough events are allowed again for this request.', type: 'integer' } },
-    503: { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } },
-  };
+  const retry503: OpenApiHeaders = { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } };
+  const limited429: OpenApiHeaders = { ...limitHeaders, 'Retry-After': { description: 'Seconds until enough events are allowed again for this request.', type: 'integer' } };
+  // A single event is counted before its body is read, so its 400, 413 and 415 carry the headers too; a bulk
+  // request once its body holds 1 to 100 events. A 503 was counted (and its tokens given back).
+  const singleErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 400: whenOn, 413: whenOn, 415: whenOn, 429: limited429, 503: { ...whenOn, ...retry503 } };
+  const bulkErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 429: limited429, 503: { ...whenOn, ...retry503 } };
   const limitText = limiter.enabled
     ? ` At most ${limiter.policies.map((p) => `${p.limit} events per ${p.windowSeconds === 1 ? 'second' : 'minute'}`).join(' and ')} per API key and shop across all replicas: over it, 429 rate_limited with Retry-After.`
     : ' No per-key limit is configured on this deployment (429 rate_limited when one is).';
@@ -115,7 +117,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         },
         responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema, headers: whenOn } },
         errors: [400, 401, 403, 413, 415, 429, 503],
-        errorHeaders,
+        errorHeaders: singleErrorHeaders,
       },
       {
         method: 'post',
@@ -137,7 +139,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         },
         responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema, headers: whenOn } },
         errors: [400, 401, 403, 413, 415, 429, 503],
-        errorHeaders,
+        errorHeaders: bulkErrorHeaders,
       },
     ],
   };
