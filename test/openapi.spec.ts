@@ -340,7 +340,7 @@ describe('every operation, answers checked against the document', () => {
 
   it('both event endpoints answer 429 with Retry-After and the RateLimit headers over the per-key limit (202/200 with them before)', async () => {
     // The ingest service with a limit of 3 events a minute (1 every 20 s: nothing refills during the test).
-    const limitedRt: Runtime = { ...rt, env: { ...rt.env, INGEST_RATE_LIMIT_PER_SECOND: 0, INGEST_RATE_LIMIT_PER_MINUTE: 3 } };
+    const limitedRt: Runtime = { ...rt, env: { ...rt.env, INGEST_RATE_LIMIT_PER_SECOND: 0, INGEST_RATE_LIMIT_PER_MINUTE: 3 }, close: async () => {} };
     const limited = await startTestServer(limitedRt, [await serviceFactories['ingest-api'](limitedRt)]);
     try {
       const c = await createTestShop(rt);
