@@ -23,6 +23,13 @@ export default defineConfig({
     // kafkajs 2 warns about its changed default partitioner on every producer: noise in every test log.
     // Many runtimes of one spec share a host and the default PORT: no instance identity for their consumers
     // (a second member of a group would rejoin as the first); the faults harness measures the rejoin.
-    env: { KAFKAJS_NO_PARTITIONER_WARNING: '1', KAFKA_GROUP_INSTANCE_ID: 'none' },
+    // Services spawned with the test process's environment post thousands of events with one key: the per-key
+    // ingest limit is off unless a test sets it (test/ingestRateLimit.spec.ts does).
+    env: {
+      KAFKAJS_NO_PARTITIONER_WARNING: '1',
+      KAFKA_GROUP_INSTANCE_ID: 'none',
+      INGEST_RATE_LIMIT_PER_SECOND: '0',
+      INGEST_RATE_LIMIT_PER_MINUTE: '0',
+    },
   },
 });

@@ -338,6 +338,31 @@ describe('every operation, answers checked against the document', () => {
     });
   });
 
+  it('both event endpoints answer 429 with Retry-After and the RateLimit headers over the per-key limit (202/200 with them before)', async () => {
+    // The ingest service with a limit of 3 events a minute (1 every 20 s: nothing refills during the test).
+    const limitedRt: Runtime = { ...rt, env: { ...rt.env, INGEST_RATE_LIMIT_PER_SECOND: 0, INGEST_RATE_LIMIT_PER_MINUTE: 3 }, close: async () => {} };
+    const limited = await startTestServer(limitedRt, [await serviceFactories['ingest-api'](limitedRt)]);
+    try {
+      const c = await createTestShop(rt);
+      const d = await createTestShop(rt);
+      for (let i = 0; i < 3; i++) {
+        const ok = await call({ method: 'post', template: '/v2026-04/events/', headers: c.headers, body: event(), documented: true, baseUrl: limited.baseUrl });
+        expect(ok.status).toBe(202);
+        expect(ok.headers.get('ratelimit-policy')).toBe('"steady";q=3;w=60');
+      }
+      const single = await call({ method: 'post', template: '/v2026-04/events/', headers: c.headers, body: event(), baseUrl: limited.baseUrl });
+      expectError(single, 429, 'rate_limited');
+      const ok = await call({ method: 'post', template: '/v2026-04/events/bulk/', headers: d.headers, body: { events: [event(), event()] }, documented: true, baseUrl: limited.baseUrl });
+      expect(ok.status).toBe(200);
+      expect(ok.headers.get('ratelimit-remaining')).toBe('1');
+      const bulk = await call({ method: 'post', template: '/v2026-04/events/bulk/', headers: d.headers, body: { events: [event(), event()] }, baseUrl: limited.baseUrl });
+      expectError(bulk, 429, 'rate_limited');
+      expect(Number(bulk.headers.get('retry-after'))).toBeGreaterThan(1);
+    } finally {
+      await limited.stop();
+    }
+  });
+
   describe('activities', () => {
     it('GET an activity, the workspace list and a contact timeline: 200 once projected, 400, 404', async () => {
       const posted = await call({ method: 'post', template: '/v2026-04/events/', headers: a.headers, body: event({ contact: { email: 'tim@example.com', name: 'Tim' } }) });

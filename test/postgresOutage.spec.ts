@@ -32,7 +32,9 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
   const { port } = runningServer(dataDir)!;
   // A key cache of 200 ms: the outage outlasts it, so the key must come from the cache kept through the outage.
-  rt = await startTestRuntime({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/shopstream`, API_KEY_CACHE_TTL_MS: '200' }, 'pg-outage');
+  rt = await startTestRuntime({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/shopstream`, API_KEY_CACHE_TTL_MS: '200',
+    // The per-key ingest limit on, at its defaults: it leases from Postgres and must fail open without it.
+    INGEST_RATE_LIMIT_PER_SECOND: '350', INGEST_RATE_LIMIT_PER_MINUTE: '3500' }, 'pg-outage');
   server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
   const shop = await createTestShop(rt);
   const call = async (method: string, p: string, body?: unknown, headers = shop.headers) => {
@@ -63,6 +65,10 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   // The known key, from the cache kept through the outage; the event needs only the broker.
   const during = await call('POST', '/v2026-04/events/', contactless);
   expect(during.status).toBe(202);
+  // Counted by this replica alone while the shared bucket is out of reach (fail open), still with its headers.
+  expect(during.headers.get('ratelimit-policy')).toBe('"burst";q=350;w=1, "steady";q=3500;w=60');
+  const burst = await Promise.all(Array.from({ length: 20 }, () => call('POST', '/v2026-04/events/', contactless)));
+  expect(burst.map((r) => r.status)).toEqual(Array(20).fill(202));
   const ready = await call('GET', '/readyz');
   expect(ready.status).toBe(503);
   expect(ready.body.checks).toMatchObject({ database: false, bus: true });

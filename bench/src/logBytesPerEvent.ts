@@ -36,7 +36,7 @@ function segmentBytes(topic: string): number {
 
 async function measure(mode: 'bulk' | 'single'): Promise<void> {
   const prefix = `measure-${randomUUID().slice(0, 8)}.`;
-  const env = loadEnv({ ...process.env, DATABASE_URL: await createTestDatabase(process.env.DATABASE_URL!), TOPIC_PREFIX: prefix, KAFKA_PARTITIONS: '12', LOG_LEVEL: 'warn' });
+  const env = loadEnv({ ...process.env, DATABASE_URL: await createTestDatabase(process.env.DATABASE_URL!), TOPIC_PREFIX: prefix, KAFKA_PARTITIONS: '12', LOG_LEVEL: 'warn', INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0' });
   const rt: Runtime = await openRuntime(env, 'measure');
   const { server, stop } = await serve(rt, [await startIngestApi(rt)], { port: 0, host: '127.0.0.1', name: 'measure' });
   try {

@@ -23,7 +23,8 @@ export function startService(repoRoot: string, name: string, port: number, env: 
   const fd = openSync(logFile, 'a');
   const child = spawn(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', `services/${name}/src/main.ts`], {
     cwd: repoRoot,
-    env: { ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
+    // The per-key ingest limit is off unless the scenario sets it (noisy-neighbour): load comes from one key.
+    env: { INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0', ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
     stdio: ['ignore', fd, fd],
   });
   closeSync(fd);

@@ -5,6 +5,7 @@ import { leaderFailover } from './leaderFailover.js';
 import { crash } from './crash.js';
 import { badInput } from './badInput.js';
 import { crossShop } from './crossShop.js';
+import { noisyNeighbour } from './noisyNeighbour.js';
 
 /**
  * Every scenario `pnpm faults` knows, in the order a bare `pnpm faults` runs them. To add one: a module in
@@ -17,4 +18,5 @@ export const scenarios: Scenario[] = [
   crash,
   badInput,
   crossShop,
+  noisyNeighbour,
 ];

@@ -43,6 +43,12 @@ export const envSchema = z.object({
   // Ingest
   INGEST_LINGER_MS: z.coerce.number().int().min(0).default(2),
   INGEST_PUBLISH_TIMEOUT_MS: int(5_000),
+  // Events per API key and shop on the event endpoints (a bulk request counts its events), across every
+  // replica: a burst per second and a steady rate per minute. 0 turns that limit off.
+  INGEST_RATE_LIMIT_PER_SECOND: z.coerce.number().int().min(0).default(350),
+  INGEST_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(3_500),
+  // Tokens a replica leases from the shared bucket in Postgres at a time.
+  INGEST_RATE_LIMIT_CHUNK: int(50),
   // Export
   CURSOR_SECRET: z.string().min(16).optional(),
   EXPORT_RATE_LIMIT_PER_MINUTE: int(60),

@@ -5,5 +5,6 @@ export { requireAuth } from './auth.js';
 export { listen, type RunningServer } from './server.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
+export { LeasedRateLimiter, type LeasedRateLimitOptions, type RateDecision } from './leasedRateLimit.js';
 export { cursorCodec, baseUrlOf, pageLink, type CursorCodec } from './cursor.js';
 export { keysetPage, keysetCursorCodec, type KeysetCursor, type KeysetPage, type KeysetPageOptions, type PageDirection } from './keysetPage.js';

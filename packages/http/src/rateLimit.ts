@@ -3,7 +3,8 @@ import { sql, type Db } from '@shopstream/db';
 import { counter } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
-const limited = counter('shopstream_rate_limited_total', 'Requests answered 429 by a rate limit, by bucket.', ['bucket']);
+/** Shared with the leased limiter (leasedRateLimit.ts): one counter, by bucket. */
+export const rateLimited = counter('shopstream_rate_limited_total', 'Requests answered 429 by a rate limit, by bucket.', ['bucket']);
 
 export interface RateLimitOptions {
   db: Db;
@@ -45,7 +46,7 @@ export function rateLimit(o: RateLimitOptions): RequestHandler {
       res.setHeader('RateLimit-Policy', `"${policy}";q=${o.limit};w=${o.windowSeconds}`);
       res.setHeader('RateLimit', `"${policy}";r=${remaining};t=${reset}`);
       if (count > o.limit) {
-        limited.inc({ bucket: o.bucket });
+        rateLimited.inc({ bucket: o.bucket });
         return next(
           new ApiError('rate_limited', `At most ${o.limit} requests per ${o.windowSeconds} seconds for this API key and shop. Retry after ${reset} seconds.`, {}, {
             'Retry-After': String(reset),

@@ -20,6 +20,9 @@ export async function startTestRuntime(overrides: Record<string, string | undefi
     CURSOR_SECRET: 'test-cursor-secret-0123456789',
     // Consumer groups of their own too: spec files sharing a group would rebalance against each other.
     CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
+    // Tests post thousands of events with one key: the per-key ingest limit is off unless a test sets it.
+    INGEST_RATE_LIMIT_PER_SECOND: '0',
+    INGEST_RATE_LIMIT_PER_MINUTE: '0',
     ...overrides,
   });
   return openRuntime(env, name);

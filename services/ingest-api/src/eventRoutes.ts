@@ -1,6 +1,6 @@
-import { Router, type Request } from 'express';
+import { Router, type Request, type Response } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
-import { ApiError, jsonBody, sendJson, validate } from '@shopstream/http';
+import { ApiError, jsonBody, LeasedRateLimiter, sendJson, validate } from '@shopstream/http';
 import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
@@ -12,8 +12,35 @@ export const BULK_BODY_LIMIT = '10mb';
 const ARRIVED = Symbol('arrived');
 type Timed = Request & { [ARRIVED]?: Date };
 
+/** The per-key limit of the event endpoints (INGEST_RATE_LIMIT_*), shared by the replicas through Postgres. */
+export function ingestRateLimiter(rt: Runtime): LeasedRateLimiter {
+  return new LeasedRateLimiter({
+    db: rt.db,
+    bucket: 'events',
+    unit: 'events',
+    perSecond: rt.env.INGEST_RATE_LIMIT_PER_SECOND,
+    perMinute: rt.env.INGEST_RATE_LIMIT_PER_MINUTE,
+    chunk: rt.env.INGEST_RATE_LIMIT_CHUNK,
+    onFailOpen: (err) => rt.logger.warn({ err }, 'ingest rate limit: the database did not answer a lease; counting on this replica alone for now (fail open)'),
+  });
+}
+
+/**
+ * Charges `cost` events to the request's (key, shop): sets the RateLimit headers, throws 429 `rate_limited`
+ * when over, and gives the tokens back if the request ends in a 5xx (nothing was recorded).
+ */
+async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, cost: number): Promise<void> {
+  if (!limiter.enabled) return;
+  const d = await limiter.take(req.apiKeyId, req.shopId, cost);
+  if (!d.allowed) throw limiter.error(d);
+  LeasedRateLimiter.setHeaders(res, d);
+  res.once('finish', () => {
+    if (res.statusCode >= 500) d.refund();
+  });
+}
+
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: Router; openapi: OpenApiPart } {
+export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt)): { router: Router; openapi: OpenApiPart } {
   const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events };
   const router = Router();
   // Taken before the body is read, so a large body's upload time does not move the default event_time.
@@ -25,6 +52,8 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
 
   router.post('/events/bulk/', arrived, ...jsonBody(BULK_BODY_LIMIT), async (req, res) => {
     const body = validate(bulkRequestSchema, req.body, 'The request body');
+    // Counted once the body is known to hold 1 to 100 events: each is one token.
+    await charge(limiter, req, res, body.events.length);
     const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
     const results: BulkResultItem[] = outcomes.map((o, index) =>
       o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
@@ -32,15 +61,38 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
     sendJson(res, 200, { results });
   });
 
-  router.post('/events/', arrived, ...jsonBody(SINGLE_BODY_LIMIT), async (req, res) => {
+  // Counted before the body is read: a producer over its limit costs no parsing.
+  const chargeOne = async (req: Request, res: Response, next: () => void) => {
+    await charge(limiter, req, res, 1);
+    next();
+  };
+  router.post('/events/', arrived, chargeOne, ...jsonBody(SINGLE_BODY_LIMIT), async (req, res) => {
     const [outcome] = await recordEvents(ports, context(req, 'single'), [req.body]);
     if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
     sendJson(res, 202, outcome.event);
   });
 
-  const unavailable: Partial<Record<number, OpenApiHeaders>> = {
-    503: { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } },
-  };
+  // Documented whatever the configuration, so the document does not change with it: on the 2xx answers the
+  // headers are absent when the limit is off (INGEST_RATE_LIMIT_PER_SECOND and _PER_MINUTE both 0).
+  const limitHeaders = {
+    'RateLimit-Limit': { description: 'Events allowed per window for this API key and shop, of the policy closest to running out (burst: per second, steady: per minute).', type: 'integer' },
+    'RateLimit-Remaining': { description: 'Events left in that policy (an estimate: other replicas draw from the same bucket).', type: 'integer' },
+    'RateLimit-Reset': { description: 'Seconds until that policy is full again.', type: 'integer' },
+    'RateLimit-Policy': 'IETF draft policies, e.g. "burst";q=350;w=1, "steady";q=3500;w=60.',
+    RateLimit: 'IETF draft state of each policy, e.g. "burst";r=349;t=1, "steady";r=3499;t=1.',
+  } satisfies OpenApiHeaders;
+  const whenOn: OpenApiHeaders = Object.fromEntries(
+    Object.entries(limitHeaders).map(([h, d]) => [h, typeof d === 'string' ? { description: `${d} Absent when the limit is off.`, required: false } : { ...d, description: `${d.description} Absent when the limit is off.`, required: false }]),
+  );
+  const retry503: OpenApiHeaders = { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } };
+  const limited429: OpenApiHeaders = { ...limitHeaders, 'Retry-After': { description: 'Seconds until enough events are allowed again for this request.', type: 'integer' } };
+  // A single event is counted before its body is read, so its 400, 413 and 415 carry the headers too; a bulk
+  // request once its body holds 1 to 100 events. A 503 was counted (and its tokens given back).
+  const singleErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 400: whenOn, 413: whenOn, 415: whenOn, 429: limited429, 503: { ...whenOn, ...retry503 } };
+  const bulkErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 429: limited429, 503: { ...whenOn, ...retry503 } };
+  const limitText = limiter.enabled
+    ? ` At most ${limiter.policies.map((p) => `${p.limit} events per ${p.windowSeconds === 1 ? 'second' : 'minute'}`).join(' and ')} per API key and shop across all replicas: over it, 429 rate_limited with Retry-After.`
+    : ' No per-key limit is configured on this deployment (429 rate_limited when one is).';
   const openapi: OpenApiPart = {
     operations: [
       {
@@ -51,7 +103,8 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
         description:
           'Creates or replays an Activity and emits a metric event. Answered only after the event log durably holds the event. ' +
           'A replay (same remote_platform + remote_id, else same metric_name + deduping_key, in this shop) gets the same activity_id and records nothing new. ' +
-          `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.`,
+          `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
+          limitText,
         tags: ['Events'],
         body: eventInputSchema,
         bodyExample: {
@@ -62,9 +115,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
           remote_id: 'order-1001',
           remote_platform: 'shopify',
         },
-        responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema } },
-        errors: [400, 401, 403, 413, 415, 503],
-        errorHeaders: unavailable,
+        responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema, headers: whenOn } },
+        errors: [400, 401, 403, 413, 415, 429, 503],
+        errorHeaders: singleErrorHeaders,
       },
       {
         method: 'post',
@@ -73,7 +126,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
         summary: 'Record 1 to 100 events',
         description:
           'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
-          'One result per item, in request order. Body at most 10 MiB. On 503 no item was recorded.',
+          'One result per item, in request order. Body at most 10 MiB. On 503 no item was recorded.' +
+          limitText +
+          ' Each event of a bulk request counts; a request over the limit records none of them.',
         tags: ['Events'],
         body: bulkRequestDocSchema,
         bodyExample: {
@@ -82,9 +137,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver): { router: R
             { name: 'Placed order #1002', metric: { metric_name: 'placed_order', value: 42 }, remote_id: 'order-1002', remote_platform: 'shopify' },
           ],
         },
-        responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema } },
-        errors: [400, 401, 403, 413, 415, 503],
-        errorHeaders: unavailable,
+        responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema, headers: whenOn } },
+        errors: [400, 401, 403, 413, 415, 429, 503],
+        errorHeaders: bulkErrorHeaders,
       },
     ],
   };

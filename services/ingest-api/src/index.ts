@@ -1,6 +1,6 @@
 import type { ServiceFactory } from '@shopstream/runtime';
 import { createContactResolver } from './contactResolver.js';
-import { eventRoutes } from './eventRoutes.js';
+import { eventRoutes, ingestRateLimiter } from './eventRoutes.js';
 
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
@@ -11,13 +11,15 @@ export { buildRecord } from './recordEvents.js';
  */
 export const startIngestApi: ServiceFactory = async (rt) => {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
-  const { router, openapi } = eventRoutes(rt, contacts);
+  const limiter = ingestRateLimiter(rt);
+  const { router, openapi } = eventRoutes(rt, contacts, limiter);
   return {
     name: 'ingest-api',
     router,
     openapi,
     async stop() {
       await contacts.close();
+      await limiter.close();
     },
   };
 };

@@ -1,0 +1,243 @@
+import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Pool } from 'undici';
+import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { startLocalKafka } from '@shopstream/testkit';
+import { randomPort, startService, until } from '../services.js';
+import type { Context, Figures, Scenario } from '../types.js';
+
+const PER_SECOND = 350;
+const PER_MINUTE = 3_500;
+const CHUNK = 50;
+
+interface Sample {
+  ms: number;
+  status: string;
+}
+
+const pct = (xs: number[], p: number) => {
+  if (xs.length === 0) return NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))];
+};
+const round = (x: number, d = 1) => Number(x.toFixed(d));
+
+/** shopstream_rate_limit_leases_total of a service's /metrics, by outcome. */
+async function leases(base: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^shopstream_rate_limit_leases_total\{([^}]*)\} (\S+)$/gm)) {
+    const outcome = /outcome="([^"]+)"/.exec(m[1])?.[1];
+    if (outcome && /bucket="events"/.test(m[1])) out[outcome] = Number(m[2]);
+  }
+  return out;
+}
+
+/**
+ * One producer far over its per-key ingest limit (2,000 single events/s against 350/s burst and 3,500/min
+ * steady) beside neighbour keys at a modest rate (50/s each): the noisy key is answered 429 + Retry-After for
+ * what is over, within its limit; the neighbours are never limited and their latency stays where it was
+ * without the noise. Its own broker and PostgreSQL, ingest-api as a separate process, the noisy producer a
+ * process of its own, the neighbours from the harness process (which times them).
+ */
+export const noisyNeighbour: Scenario = {
+  name: 'noisy-neighbour',
+  description: 'a producer at 2,000/s over a 350/s + 3,500/min per-key limit beside 50/s neighbours: 429s for it only, neighbours p99 ≤ 1.5x baseline, 0 5xx',
+  async run(ctx: Context): Promise<Figures> {
+    const noisyRate = 2_000;
+    const neighbours = 4;
+    const neighbourRate = 50;
+    const warmMs = 3_000;
+    const baselineMs = ctx.opts.quick ? 8_000 : 20_000;
+    const noisyMs = ctx.opts.quick ? 10_000 : 30_000;
+    const afterMs = ctx.opts.quick ? 4_000 : 10_000;
+
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-noisy-'));
+    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
+    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
+    const dataDir = path.join(dir, 'data');
+    const owner: Db = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
+    ctx.defer(() => owner.close());
+    const pgPort = runningServer(dataDir)!.port;
+    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
+    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const kafka = await startLocalKafka({});
+    ctx.defer(() => kafka.stop());
+    ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+
+    // One key and shop per producer: the noisy one first.
+    const producers = Array.from({ length: neighbours + 1 }, () => ({ shopId: randomUUID(), key: `faults_${randomBytes(24).toString('base64url')}` }));
+    const headersOf = (p: { shopId: string; key: string }) => ({ authorization: `Bearer ${p.key}`, 'x-shop-id': p.shopId, 'content-type': 'application/json' });
+    const env = {
+      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      KAFKA_BROKERS: kafka.brokers.join(','),
+      BOOTSTRAP_API_KEYS: producers.map((p) => `${p.key}=${p.shopId}`).join(';'),
+      LOG_LEVEL: 'warn',
+      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
+      INGEST_RATE_LIMIT_PER_SECOND: String(PER_SECOND),
+      INGEST_RATE_LIMIT_PER_MINUTE: String(PER_MINUTE),
+      INGEST_RATE_LIMIT_CHUNK: String(CHUNK),
+    };
+    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
+    ctx.defer(() => ingest.kill());
+    await until(async () => (await fetch(`${ingest.baseUrl}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200, 120_000, `ingest-api ready (log ${ingest.logFile})`);
+    ctx.log('ingest-api ready; neighbours start');
+
+    // The neighbours: open loop, each at neighbourRate, half their events with a contact (a database look-up).
+    const pool = new Pool(ingest.baseUrl, { connections: 32, keepAliveTimeout: 30_000 });
+    ctx.defer(() => pool.close());
+    let phase: 'warm' | 'baseline' | 'noisy' | 'after' = 'warm';
+    const samples: Record<string, Sample[]> = { warm: [], baseline: [], noisy: [], after: [] };
+    let withoutHeaders = 0;
+    let outsideEnvelope = 0;
+    const one = async (n: number, i: number) => {
+      const p = phase;
+      const body = { name: `Viewed ${i}`, metric: { metric_name: 'viewed_product', value: i }, ...(i % 2 === 0 ? { contact: { email: `c${i % 200}@n${n}.example.com` } } : {}) };
+      const t0 = performance.now();
+      let status = 'error';
+      try {
+        const res = await pool.request({ method: 'POST', path: '/v2026-04/events/', headers: headersOf(producers[n]), body: JSON.stringify(body), headersTimeout: 15_000, bodyTimeout: 15_000 });
+        status = String(res.statusCode);
+        const text = await res.body.text();
+        if (res.statusCode === 202 && !res.headers['ratelimit-policy']) withoutHeaders++;
+        if (res.statusCode !== 202) {
+          let parsed: any;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            parsed = undefined;
+          }
+          if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
+        }
+      } catch {
+        status = 'error';
+      }
+      samples[p].push({ ms: performance.now() - t0, status });
+    };
+    let loadOn = true;
+    const inflight = new Set<Promise<void>>();
+    const load = (async () => {
+      const t0 = Date.now();
+      let sent = 0;
+      while (loadOn) {
+        const due = Math.floor(((Date.now() - t0) / 1000) * neighbourRate * neighbours);
+        while (sent < due) {
+          const i = sent++;
+          const p = one(1 + (i % neighbours), Math.floor(i / neighbours));
+          inflight.add(p);
+          void p.finally(() => inflight.delete(p));
+        }
+        await new Promise((r) => setTimeout(r, 2));
+      }
+    })();
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    await sleep(warmMs);
+    phase = 'baseline';
+    ctx.log(`baseline: ${neighbours} neighbours at ${neighbourRate}/s for ${baselineMs / 1000} s`);
+    await sleep(baselineMs);
+
+    phase = 'noisy';
+    const leasesBefore = await leases(ingest.baseUrl);
+    ctx.log(`noisy producer at ${noisyRate}/s for ${noisyMs / 1000} s beside them`);
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(ctx.repoRoot, 'faults/src/noisyProducer.ts')], {
+      cwd: ctx.repoRoot,
+      env: { ...process.env, NOISY_URL: ingest.baseUrl, NOISY_HEADERS: JSON.stringify(headersOf(producers[0])), NOISY_RATE: String(noisyRate), NOISY_MS: String(noisyMs) },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    ctx.defer(() => void (child.exitCode === null && child.kill('SIGKILL')));
+    let out = '';
+    child.stdout.on('data', (d) => (out += String(d)));
+    const code = await new Promise<number | null>((r) => child.once('exit', r));
+    if (code !== 0) throw new Error(`noisy producer exited ${code}: ${out}`);
+    const noisy = JSON.parse(out.trim().split('\n').pop()!) as {
+      sent: number;
+      skipped: number;
+      statuses: Record<string, number>;
+      acceptedBySecond: number[];
+      withoutRetryAfter: number;
+      withoutRateLimitHeaders: number;
+      outsideEnvelope: number;
+      sendingMs: number;
+      spanMs: number;
+    };
+    const leasesAfter = await leases(ingest.baseUrl);
+    phase = 'after';
+    ctx.log(`noisy producer done (${noisy.sent} sent); neighbours alone for ${afterMs / 1000} s more`);
+    await sleep(afterMs);
+    loadOn = false;
+    await load;
+    await Promise.allSettled([...inflight]);
+
+    const lat = (p: string) => samples[p].map((s) => s.ms);
+    const statusesOf = (p: string) => samples[p].reduce<Record<string, number>>((a, s) => ((a[s.status] = (a[s.status] ?? 0) + 1), a), {});
+    const fmt = (r: Record<string, number>) => Object.entries(r).sort().map(([s, n]) => `${s}: ${n}`).join(', ');
+    const measured = [...samples.baseline, ...samples.noisy, ...samples.after];
+    const neighbour429 = measured.filter((s) => s.status === '429').length;
+    const neighbour5xx = measured.filter((s) => /^5/.test(s.status) || s.status === 'error').length;
+    const noisy5xx = Object.entries(noisy.statuses).filter(([s]) => /^5/.test(s) || s === 'error').reduce((a, [, n]) => a + n, 0);
+    const base = { p50: pct(lat('baseline'), 50), p99: pct(lat('baseline'), 99) };
+    const during = { p50: pct(lat('noisy'), 50), p99: pct(lat('noisy'), 99) };
+    const after = { p50: pct(lat('after'), 50), p99: pct(lat('after'), 99) };
+    const accepted = noisy.statuses['202'] ?? 0;
+    const limited = noisy.statuses['429'] ?? 0;
+    const T = noisy.spanMs / 1000;
+    // Both buckets start full: what the limit allows in T seconds, and that plus the one chunk a replica may hold.
+    const allowed = Math.floor(Math.min(PER_SECOND + PER_SECOND * T, PER_MINUTE + (PER_MINUTE / 60) * T));
+    const last10 = noisy.acceptedBySecond.slice(-11, -1);
+    const steadyRate = last10.reduce((a, b) => a + b, 0) / Math.max(1, last10.length);
+    const leaseDelta = Object.fromEntries(Object.keys({ ...leasesBefore, ...leasesAfter }).map((k) => [k, (leasesAfter[k] ?? 0) - (leasesBefore[k] ?? 0)]));
+    const leaseStatements = Object.values(leaseDelta).reduce((a, b) => a + b, 0);
+    const ratio = during.p99 / base.p99;
+    const ms = (x: number) => round(x, 2);
+    return {
+      versions: { kafka: kafka.version, postgres: pgVersion },
+      rows: [
+        { measure: 'limit per key and shop', value: `${PER_SECOND}/s burst, ${PER_MINUTE}/min steady`, unit: `(leased in chunks of ${CHUNK})` },
+        { measure: 'neighbours', value: `${neighbours} keys at ${neighbourRate}/s each`, unit: '(half with a contact)' },
+        { measure: 'noisy producer', value: `${noisyRate}/s for ${noisyMs / 1000} s`, unit: '(single events, one key)' },
+        { measure: 'noisy: sent', value: noisy.sent, unit: noisy.skipped ? `(${noisy.skipped} not sent: 256 in flight)` : '' },
+        { measure: 'noisy: answers by status', value: fmt(noisy.statuses) },
+        { measure: 'noisy: accepted (202)', value: accepted, unit: `events in ${round(T)} s` },
+        { measure: 'noisy: accepted within the limit + one chunk', value: `${accepted} ≤ ${allowed} + ${CHUNK}`, goal: { text: 'yes', met: accepted <= allowed + CHUNK } },
+        { measure: 'noisy: accepted rate, last 10 s', value: round(steadyRate), unit: `events/s (steady limit ${round(PER_MINUTE / 60)}/s)` },
+        { measure: 'noisy: 429 without Retry-After', value: noisy.withoutRetryAfter, goal: { text: '0', met: noisy.withoutRetryAfter === 0 } },
+        { measure: 'noisy: 202/429 without RateLimit headers', value: noisy.withoutRateLimitHeaders, goal: { text: '0', met: noisy.withoutRateLimitHeaders === 0 } },
+        { measure: 'lease statements while noisy', value: leaseStatements, unit: `(${fmt(leaseDelta)}) for ${noisy.sent + samples.noisy.length} requests` },
+        { measure: 'neighbours: answers by status', value: fmt(statusesOf('baseline')) + ' | ' + fmt(statusesOf('noisy')) + ' | ' + fmt(statusesOf('after')), unit: '(baseline | noisy | after)' },
+        { measure: 'neighbours: 429', value: neighbour429, goal: { text: '0', met: neighbour429 === 0 } },
+        { measure: 'neighbours: 202 without RateLimit headers', value: withoutHeaders, goal: { text: '0', met: withoutHeaders === 0 } },
+        { measure: 'neighbours: p50 baseline / noisy / after', value: `${ms(base.p50)} / ${ms(during.p50)} / ${ms(after.p50)}`, unit: 'ms' },
+        { measure: 'neighbours: p99 baseline / noisy / after', value: `${ms(base.p99)} / ${ms(during.p99)} / ${ms(after.p99)}`, unit: 'ms' },
+        { measure: 'neighbours: p99 with the noisy producer ÷ baseline', value: round(ratio, 2), goal: { text: '≤ 1.5', met: ratio <= 1.5 } },
+        { measure: '5xx or no answer (all producers)', value: neighbour5xx + noisy5xx, goal: { text: '0', met: neighbour5xx + noisy5xx === 0 } },
+        { measure: 'answers outside the error envelope', value: outsideEnvelope + noisy.outsideEnvelope, goal: { text: '0', met: outsideEnvelope + noisy.outsideEnvelope === 0 } },
+      ],
+      details: {
+        noisyRate,
+        neighbours,
+        neighbourRate,
+        baselineMs,
+        noisyMs,
+        afterMs,
+        noisy,
+        allowed,
+        leasesBefore,
+        leasesAfter,
+        neighbourStatuses: { baseline: statusesOf('baseline'), noisy: statusesOf('noisy'), after: statusesOf('after') },
+        neighbourLatencyMs: Object.fromEntries(
+          ['baseline', 'noisy', 'after'].map((p) => [p, { n: samples[p].length, p50: ms(pct(lat(p), 50)), p90: ms(pct(lat(p), 90)), p99: ms(pct(lat(p), 99)), max: ms(Math.max(...lat(p))) }]),
+        ),
+      },
+      notes: [
+        `ingest-api as a separate process on its own broker and PostgreSQL, INGEST_RATE_LIMIT_PER_SECOND=${PER_SECOND}, INGEST_RATE_LIMIT_PER_MINUTE=${PER_MINUTE}, chunks of ${CHUNK}. ` +
+          `The noisy producer is a process of its own (open loop, at most 256 requests in flight); the neighbours run from the harness process, which times them: ` +
+          `${baselineMs / 1000} s alone (baseline), ${noisyMs / 1000} s beside the noisy producer, ${afterMs / 1000} s alone again.`,
+        `The noisy key's buckets start full: in ${round(T)} s the limit allows min(${PER_SECOND} + ${PER_SECOND}/s, ${PER_MINUTE} + ${round(PER_MINUTE / 60)}/s) = ${allowed} events; a replica may hold one more chunk.`,
+      ],
+    };
+  },
+};

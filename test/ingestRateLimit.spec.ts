@@ -1,0 +1,146 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { sql } from '@shopstream/db';
+import type { Runtime } from '@shopstream/runtime';
+import { startIngestApi } from '@shopstream/ingest-api';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+
+/**
+ * The per-(API key, shop) limit of the event endpoints, on the real server, broker and database: a burst over
+ * the limit is answered 429 rate_limited with Retry-After, the 2xx answers carry the RateLimit headers, keys
+ * do not share a bucket, a bulk request counts its events, two servers on one database share the limit (each
+ * leasing chunks from the same row), and 0 turns it off.
+ */
+const started: { rt: Runtime; server: TestServer }[] = [];
+async function serve(overrides: Record<string, string>, name: string): Promise<{ rt: Runtime; server: TestServer }> {
+  const rt = await startTestRuntime(overrides, name);
+  const server = await startTestServer(rt, [await startIngestApi(rt)]);
+  const s = { rt, server };
+  started.push(s);
+  return s;
+}
+afterAll(async () => {
+  for (const s of started.reverse()) {
+    await s.server.stop().catch(() => {});
+    await s.rt.close().catch(() => {});
+  }
+});
+
+const event = (i: number) => ({ name: `Viewed ${i}`, metric: { metric_name: 'viewed_product', value: i } });
+type Answer = { status: number; body: any; headers: Headers };
+async function post(base: string, headers: Record<string, string>, path: string, body: unknown): Promise<Answer> {
+  const res = await fetch(`${base}/v2026-04${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+}
+const count = (as: Answer[], status: number) => as.filter((a) => a.status === status).length;
+
+function expectRateLimited(a: Answer) {
+  expect(a.status).toBe(429);
+  expect(a.body).toEqual({ error: { code: 'rate_limited', message: expect.stringContaining('Retry after'), request_id: a.headers.get('x-request-id'), fields: {} } });
+  expect(a.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+  expect(a.headers.get('ratelimit-remaining')).toMatch(/^\d+$/);
+  expect(Number(a.headers.get('ratelimit-reset'))).toBeGreaterThanOrEqual(Number(a.headers.get('retry-after')));
+}
+
+describe('burst of 20/s (steady 1,000/min), chunks of 5', () => {
+  let base: string;
+  let rt: Runtime;
+  beforeAll(async () => {
+    ({ rt, server: { baseUrl: base } } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '20', INGEST_RATE_LIMIT_PER_MINUTE: '1000', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-burst'));
+  });
+
+  it('answers 202 with the RateLimit headers, then 429 with Retry-After over the burst; another key is not affected', async () => {
+    const a = await createTestShop(rt);
+    const first = await post(base, a.headers, '/events/', event(0));
+    expect(first.status).toBe(202);
+    expect(first.headers.get('ratelimit-policy')).toBe('"burst";q=20;w=1, "steady";q=1000;w=60');
+    expect(first.headers.get('ratelimit-limit')).toBe('20');
+    expect(Number(first.headers.get('ratelimit-remaining'))).toBeGreaterThanOrEqual(18);
+    expect(Number(first.headers.get('ratelimit-remaining'))).toBeLessThanOrEqual(19);
+    expect(first.headers.get('ratelimit-reset')).toMatch(/^\d+$/);
+    expect(first.headers.get('ratelimit')).toMatch(/^"burst";r=\d+;t=\d+, "steady";r=\d+;t=\d+$/);
+
+    const t0 = Date.now();
+    const answers = await Promise.all(Array.from({ length: 80 }, (_, i) => post(base, a.headers, '/events/', event(i + 1))));
+    const seconds = (Date.now() - t0) / 1000;
+    expect(answers.every((x) => x.status === 202 || x.status === 429)).toBe(true);
+    const accepted = count(answers, 202) + 1;
+    // The bucket held 20; it refills at 20/s while the requests run.
+    expect(accepted).toBeLessThanOrEqual(20 + Math.ceil(20 * seconds) + 1);
+    expect(count(answers, 429)).toBeGreaterThan(0);
+    for (const x of answers.filter((x) => x.status === 202)) expect(x.headers.get('ratelimit-policy')).toBeTruthy();
+    for (const x of answers.filter((x) => x.status === 429)) expectRateLimited(x);
+
+    // Another key of the same shop, and the same key on another shop, each have buckets of their own.
+    const b = await createTestShop(rt, a.shopId);
+    const other = await createTestShop(rt);
+    expect((await post(base, b.headers, '/events/', event(1))).status).toBe(202);
+    expect((await post(base, other.headers, '/events/', event(1))).status).toBe(202);
+
+    // And the limited key is served again once the bucket refilled.
+    await new Promise((r) => setTimeout(r, 1_100));
+    expect((await post(base, a.headers, '/events/', event(99))).status).toBe(202);
+  });
+});
+
+describe('60/min steady only, chunks of 10, two servers on one database', () => {
+  let one: { rt: Runtime; server: TestServer };
+  let two: { rt: Runtime; server: TestServer };
+  const env = { INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '60', INGEST_RATE_LIMIT_CHUNK: '10' };
+  beforeAll(async () => {
+    one = await serve(env, 'rl-replica-1');
+    two = await serve({ ...env, DATABASE_URL: one.rt.env.DATABASE_URL!, TOPIC_PREFIX: one.rt.env.TOPIC_PREFIX }, 'rl-replica-2');
+  });
+
+  it('counts each event of a bulk request, and records none of a refused one', async () => {
+    const a = await createTestShop(one.rt);
+    const bulk = (n: number, from: number) => post(one.server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: n }, (_, i) => event(from + i)) });
+    const first = await bulk(50, 0);
+    expect(first.status).toBe(200);
+    expect(first.body.results.filter((r: any) => r.status === 'success')).toHaveLength(50);
+    expect(first.headers.get('ratelimit-policy')).toBe('"steady";q=60;w=60');
+    expect(Number(first.headers.get('ratelimit-remaining'))).toBeLessThanOrEqual(11);
+    const refused = await bulk(50, 50);
+    expectRateLimited(refused);
+    // About 40 tokens short at 1 a second.
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(30);
+    expect((await bulk(5, 100)).status).toBe(200);
+  });
+
+  it('holds one limit across both servers: accepted within the limit plus a chunk per server', async () => {
+    const k = await createTestShop(one.rt);
+    const t0 = Date.now();
+    const answers: Answer[] = [];
+    // 4 rounds of 50 requests, half to each server: 200 events at 60 a minute.
+    for (let round = 0; round < 4; round++) {
+      answers.push(...(await Promise.all(Array.from({ length: 50 }, (_, i) => post((i % 2 ? two : one).server.baseUrl, k.headers, '/events/', event(round * 50 + i))))));
+    }
+    const seconds = (Date.now() - t0) / 1000;
+    expect(answers.every((x) => x.status === 202 || x.status === 429)).toBe(true);
+    const accepted = count(answers, 202);
+    const byServer = [0, 1].map((s) => answers.filter((x, i) => i % 2 === s && x.status === 202).length);
+    // Each server alone would take 60 (120 in all); shared: 60, plus the refill (1/s), plus a chunk each.
+    expect(accepted).toBeLessThanOrEqual(60 + Math.ceil(seconds) + 2 * 10);
+    // At most the chunks the servers still hold are missing.
+    expect(accepted).toBeGreaterThanOrEqual(60 - 2 * 10);
+    expect(byServer[0]).toBeGreaterThan(0);
+    expect(byServer[1]).toBeGreaterThan(0);
+    for (const x of answers.filter((x) => x.status === 429)) expectRateLimited(x);
+    // The shared row holds what is left, on the database's clock.
+    const rows = await one.rt.db.query(sql`SELECT steady_tokens FROM ingest_rate_buckets WHERE shop_id = ${k.shopId}`);
+    expect(rows).toHaveLength(1);
+    expect(Number(rows[0].steady_tokens)).toBeLessThan(30);
+  });
+});
+
+describe('0 = off', () => {
+  it('takes any number of events from one key and sends no RateLimit headers', async () => {
+    const { rt, server } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0' }, 'rl-off');
+    const a = await createTestShop(rt);
+    const bulks = await Promise.all(Array.from({ length: 6 }, (_, b) => post(server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: 100 }, (_, i) => event(b * 100 + i)) })));
+    const singles = await Promise.all(Array.from({ length: 100 }, (_, i) => post(server.baseUrl, a.headers, '/events/', event(1000 + i))));
+    expect(bulks.map((x) => x.status)).toEqual(Array(6).fill(200));
+    expect(singles.map((x) => x.status)).toEqual(Array(100).fill(202));
+    expect(singles.every((x) => x.headers.get('ratelimit-policy') === null && x.headers.get('ratelimit') === null)).toBe(true);
+  });
+});
