@@ -1,10 +1,10 @@
 import type { RequestHandler } from 'express';
 import { sql, type Db } from '@shopstream/db';
-import { counter } from '@shopstream/telemetry';
+import { counter, type Counter } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
 /** Shared with the leased limiter (leasedRateLimit.ts): one counter, by bucket. */
-export const rateLimited = counter('shopstream_rate_limited_total', 'Requests answered 429 by a rate limit, by bucket.', ['bucket']);
+export const rateLimited: Counter<'bucket'> = counter('shopstream_rate_limited_total', 'Requests answered 429 by a rate limit, by bucket.', ['bucket']);
 
 export interface RateLimitOptions {
   db: Db;

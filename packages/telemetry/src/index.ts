@@ -3,6 +3,7 @@ import { isMainThread } from 'node:worker_threads';
 import client from 'prom-client';
 
 export type { Logger };
+export type { Counter, Gauge, Histogram } from 'prom-client';
 
 /** JSON lines on stdout. Secrets never reach a log line: `authorization` is redacted wherever it appears. */
 /** JSON lines to stdout (a service), or to stderr (a command, whose stdout is its output). */
