@@ -3,6 +3,7 @@
  * PostgreSQL cluster and the services as separate processes), prints a table per scenario and writes
  * faults/results/<scenario>.json with the machine, the versions and the date.
  */
+import { spawnSync } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,7 @@ import { parseArgs } from 'node:util';
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 import { machine, tableOf, writeResult } from './report.js';
 import { scenarios } from './scenarios/index.js';
+import { fromSource } from './services.js';
 import type { Context, Options } from './types.js';
 
 const REPO_ROOT = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
@@ -55,6 +57,16 @@ async function main(argv: string[]): Promise<number> {
   if (!Number.isInteger(seed)) {
     console.error(`--seed: not an integer: ${values.seed}`);
     return 2;
+  }
+  if (!fromSource) {
+    // The services run as production runs them, from the compiled build: build it now (incremental, seconds).
+    const t = Date.now();
+    const built = spawnSync('pnpm', ['-s', 'build'], { cwd: REPO_ROOT, stdio: 'inherit' });
+    if (built.status !== 0) {
+      console.error('pnpm build failed (set FAULTS_FROM_SOURCE=1 to run the services from their sources)');
+      return 1;
+    }
+    console.error(`built in ${((Date.now() - t) / 1000).toFixed(1)} s; services run from services/*/dist (FAULTS_FROM_SOURCE=1: from the sources)`);
   }
   const opts: Options = { quick: values.quick === true || process.env.FAULTS_QUICK === '1', seed };
   const m = machine();

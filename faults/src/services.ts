@@ -16,12 +16,21 @@ export interface Service {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
+/**
+ * How a service is started: as production runs it, the compiled build (`pnpm build`, which `pnpm faults` runs
+ * first: node on services/<name>/dist/main.js, a restart loads no compiler), or with FAULTS_FROM_SOURCE=1 the
+ * TypeScript sources through tsx, as `pnpm start` does (each restart then also transpiles: 1-2 s more here).
+ */
+export const fromSource = process.env.FAULTS_FROM_SOURCE === '1';
+const serviceArgs = (name: string) =>
+  fromSource ? ['--conditions=@shopstream/source', '--import', 'tsx', `services/${name}/src/main.ts`] : [`services/${name}/dist/main.js`];
+
 export function startService(repoRoot: string, name: string, port: number, env: Record<string, string>): Service {
   const dir = path.join(os.tmpdir(), 'shopstream-faults');
   mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, `${name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', `services/${name}/src/main.ts`], {
+  const child = spawn(process.execPath, serviceArgs(name), {
     cwd: repoRoot,
     // The per-key ingest limit is off unless the scenario sets it (noisy-neighbour): load comes from one key.
     env: { INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0', ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },

@@ -7,7 +7,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
 import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
-import { randomPort, startService, until, type Service } from '../services.js';
+import { fromSource, randomPort, startService, until, type Service } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 
 /**
@@ -60,15 +60,17 @@ const median = (xs: number[]) => {
 };
 
 /**
- * How long this machine takes, right now, only to load a service's code as the services start (node, tsx, the
- * imports), without connecting to anything: the floor under every restart time.
+ * How long this machine takes, right now, only to load a service's code as the services start (node, the
+ * imports; and tsx with FAULTS_FROM_SOURCE=1), without connecting to anything: the floor under every restart time.
  */
 function codeLoadMs(repoRoot: string, name: string): Promise<number | undefined> {
   const t0 = Date.now();
   return new Promise((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--conditions=@shopstream/source', '--import', 'tsx', '-e', `import('./services/${name}/src/index.ts').then(() => process.exit(0), () => process.exit(1))`],
+      fromSource
+        ? ['--conditions=@shopstream/source', '--import', 'tsx', '-e', `import('./services/${name}/src/index.ts').then(() => process.exit(0), () => process.exit(1))`]
+        : ['--input-type=module', '-e', `import('./services/${name}/dist/index.js').then(() => process.exit(0), () => process.exit(1))`],
       { cwd: repoRoot, stdio: 'ignore' },
     );
     child.once('exit', (code) => resolve(code === 0 ? Date.now() - t0 : undefined));
@@ -765,7 +767,7 @@ export const crash: Scenario = {
         ...projectorRows,
         ...KILLED.map((n) => ({ measure: `${n} restart, medians from spawn`, value: breakdown(n) })),
         {
-          measure: 'loading the code alone (node + tsx + imports, no I/O), under the load',
+          measure: `loading the code alone (node${fromSource ? ' + tsx' : ''} + imports, no I/O), under the load`,
           value: codeLoads.map((c) => `${sec(c.ms)} s at ${c.atS} s`).join(', '),
         },
         { measure: 'projections caught up after the load', value: sec(caughtUpMs), unit: 's', goal: { text: 'yes', met: caughtUpMs !== undefined } },
