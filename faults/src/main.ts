@@ -14,6 +14,7 @@ process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
 import { machine, tableOf, writeResult } from './report.js';
 import { scenarios } from './scenarios/index.js';
 import { fromSource } from './services.js';
+import { writeReadme } from './readme.js';
 import type { Context, Options } from './types.js';
 
 const REPO_ROOT = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
@@ -23,7 +24,8 @@ const USAGE = `usage: pnpm faults [${scenarios.map((s) => s.name).join('|')}]...
   (no scenario: all of them, in that order)
 ${scenarios.map((s) => `  ${s.name.padEnd(16)} ${s.description}`).join('\n')}
   --quick       a short run of each (also FAULTS_QUICK=1)
-  --seed <n>    the seed of the random moments and inputs (default: from the clock, printed)`;
+  --seed <n>    the seed of the random moments and inputs (default: from the clock, printed)
+  --readme      write the results of faults/results/*.json into faults/README.md (no scenario runs)`;
 
 /** mulberry32: small, seedable, good enough to pick moments and inputs reproducibly. */
 function seeded(seed: number): () => number {
@@ -41,10 +43,15 @@ async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv.filter((a) => a !== '--'),
     allowPositionals: true,
-    options: { quick: { type: 'boolean' }, seed: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: { quick: { type: 'boolean' }, seed: { type: 'string' }, readme: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } },
   });
   if (values.help) {
     console.log(USAGE);
+    return 0;
+  }
+  if (values.readme) {
+    writeReadme(path.join(REPO_ROOT, 'faults/README.md'), RESULTS, scenarios.map((s) => s.name));
+    console.log('faults/README.md: results written from faults/results/*.json');
     return 0;
   }
   const byName = new Map(scenarios.map((s) => [s.name, s]));
