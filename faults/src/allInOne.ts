@@ -1,11 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { openEmbeddedPostgres, runningServer, sql } from '@shopstream/db';
+import { readFileSync } from 'node:fs';
 import { startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
 import { randomPort, startService, until, type Service } from './services.js';
 import type { Context } from './types.js';
+import { ownPostgres } from './ownPostgres.js';
 
 export interface Shop {
   shopId: string;
@@ -27,15 +25,8 @@ export interface AllInOne {
  * with `shops` shops and a key for each. Everything is stopped when the scenario ends.
  */
 export async function startAllInOne(ctx: Context, opts: { shops: number; env?: Record<string, string> }): Promise<AllInOne> {
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-pg-'));
-  chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
-  ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-  const dataDir = path.join(dir, 'data');
-  const owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-  ctx.defer(() => owner.close());
-  const pgPort = runningServer(dataDir)!.port;
-  const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
-  ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+  const pg = await ownPostgres(ctx, { poolSize: 1 });
+  const pgVersion = pg.version;
   const kafka = await startLocalKafka({});
   ctx.defer(() => kafka.stop());
   ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
@@ -45,7 +36,7 @@ export async function startAllInOne(ctx: Context, opts: { shops: number; env?: R
     return { shopId, key, headers: { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' } };
   });
   const env = {
-    DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+    DATABASE_URL: pg.url,
     KAFKA_BROKERS: kafka.brokers.join(','),
     KAFKA_PARTITIONS: '3',
     BOOTSTRAP_API_KEYS: shops.map((s) => `${s.key}=${s.shopId}`).join(';'),

@@ -1,13 +1,13 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
+import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+import { ownPostgres } from '../ownPostgres.js';
 
 /** When the broker's log says it started (serving clients), first time at or after `after`; local time, as the JVM writes it. */
 function brokerStartedAt(logFile: string, after: number): number | undefined {
@@ -53,15 +53,9 @@ export const brokerOutage: Scenario = {
     const beforeMs = ctx.opts.quick ? 5_000 : 10_000;
     const afterMs = ctx.opts.quick ? 12_000 : 20_000;
 
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-broker-'));
-    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
-    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-    const dataDir = path.join(dir, 'data');
-    const db: Db = await openEmbeddedPostgres(dataDir, { poolSize: 2 });
-    ctx.defer(() => db.close());
-    const pgPort = runningServer(dataDir)!.port;
-    const pgVersion = String((await db.query(sql`SHOW server_version`))[0].server_version);
-    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const pg = await ownPostgres(ctx, { poolSize: 2 });
+    const db: Db = pg.db;
+    const pgVersion = pg.version;
 
     const first = await startLocalKafka({});
     ctx.defer(() => first.stop());
@@ -74,7 +68,7 @@ export const brokerOutage: Scenario = {
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     const prefix = 'shopstream.';
     const env = {
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      DATABASE_URL: pg.url,
       KAFKA_BROKERS: first.brokers.join(','),
       BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
       CONSUMER_GROUP_PREFIX: prefix,

@@ -1,14 +1,13 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
 import { fromSource, randomPort, startService, until, type Service } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+import { ownPostgres } from '../ownPostgres.js';
 
 /**
  * Every service killed -9 at random moments under a steady mixed load, and restarted at once on the same port.
@@ -124,15 +123,9 @@ export const crash: Scenario = {
     const convRate = totalConversations / (loadMs / 1000);
     const singleShare = 0.1;
 
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-crash-'));
-    chmodSync(dir, 0o755);
-    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-    const dataDir = path.join(dir, 'data');
-    const owner: Db = await openEmbeddedPostgres(dataDir, { poolSize: 4 });
-    ctx.defer(async () => void (await owner.close()));
-    const pgPort = runningServer(dataDir)!.port;
-    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
-    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const pg = await ownPostgres(ctx, { poolSize: 4 });
+    const owner: Db = pg.db;
+    const pgVersion = pg.version;
     const kafka = await startLocalKafka({});
     ctx.defer(() => kafka.stop());
     ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
@@ -140,7 +133,7 @@ export const crash: Scenario = {
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     const env = {
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      DATABASE_URL: pg.url,
       KAFKA_BROKERS: kafka.brokers.join(','),
       BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
       LOG_LEVEL: 'warn',

@@ -1,12 +1,10 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+import { ownPostgres } from '../ownPostgres.js';
 
 const { ConfigResourceTypes } = kafkajs;
 
@@ -51,15 +49,9 @@ export const leaderFailover: Scenario = {
     const restartedMs = ctx.opts.quick ? 8_000 : 10_000;
     const defaults = process.env.FAULTS_KAFKA_DEFAULT_SESSION === '1';
 
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-pg-'));
-    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
-    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-    const dataDir = path.join(dir, 'data');
-    const owner: Db = await openEmbeddedPostgres(dataDir, { poolSize: 2 });
-    ctx.defer(async () => void (await owner.close()));
-    const pgPort = runningServer(dataDir)!.port;
-    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
-    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const pg = await ownPostgres(ctx, { poolSize: 2 });
+    const owner: Db = pg.db;
+    const pgVersion = pg.version;
     const started = Date.now();
     const cluster = await startLocalKafkaCluster({ nodes: 3, settings: defaults ? {} : FAILOVER_SETTINGS });
     ctx.defer(() => cluster.stop());
@@ -68,7 +60,7 @@ export const leaderFailover: Scenario = {
     const shops = Array.from({ length: SHOPS }, () => randomUUID());
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     const env = {
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      DATABASE_URL: pg.url,
       KAFKA_BROKERS: cluster.brokers.join(','),
       // KAFKA_REPLICATION defaults to 1 and is passed to CreateTopics explicitly, so the broker's
       // default.replication.factor never applies: a cluster must be given its replication here.

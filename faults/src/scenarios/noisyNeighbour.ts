@@ -1,13 +1,11 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+import { ownPostgres } from '../ownPostgres.js';
 
 const PER_SECOND = 350;
 const PER_MINUTE = 3_500;
@@ -55,15 +53,8 @@ export const noisyNeighbour: Scenario = {
     const noisyMs = ctx.opts.quick ? 10_000 : 30_000;
     const afterMs = ctx.opts.quick ? 4_000 : 10_000;
 
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-noisy-'));
-    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
-    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-    const dataDir = path.join(dir, 'data');
-    const owner: Db = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-    ctx.defer(() => owner.close());
-    const pgPort = runningServer(dataDir)!.port;
-    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
-    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const pg = await ownPostgres(ctx, { poolSize: 1 });
+    const pgVersion = pg.version;
     const kafka = await startLocalKafka({});
     ctx.defer(() => kafka.stop());
     ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
@@ -72,7 +63,7 @@ export const noisyNeighbour: Scenario = {
     const producers = Array.from({ length: neighbours + 1 }, () => ({ shopId: randomUUID(), key: `faults_${randomBytes(24).toString('base64url')}` }));
     const headersOf = (p: { shopId: string; key: string }) => ({ authorization: `Bearer ${p.key}`, 'x-shop-id': p.shopId, 'content-type': 'application/json' });
     const env = {
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      DATABASE_URL: pg.url,
       KAFKA_BROKERS: kafka.brokers.join(','),
       BOOTSTRAP_API_KEYS: producers.map((p) => `${p.key}=${p.shopId}`).join(';'),
       LOG_LEVEL: 'warn',
@@ -183,7 +174,6 @@ export const noisyNeighbour: Scenario = {
     const during = { p50: pct(lat('noisy'), 50), p99: pct(lat('noisy'), 99) };
     const after = { p50: pct(lat('after'), 50), p99: pct(lat('after'), 99) };
     const accepted = noisy.statuses['202'] ?? 0;
-    const limited = noisy.statuses['429'] ?? 0;
     const T = noisy.spanMs / 1000;
     // Both buckets start full: what the limit allows in T seconds, and that plus the one chunk a replica may hold.
     const allowed = Math.floor(Math.min(PER_SECOND + PER_SECOND * T, PER_MINUTE + (PER_MINUTE / 60) * T));

@@ -1,11 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { sql } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
+import { ownPostgres } from '../ownPostgres.js';
 
 /**
  * PostgreSQL stopped for 15 s under a steady stream of single events (half with a contact, which needs the
@@ -22,15 +20,8 @@ export const postgresOutage: Scenario = {
     const beforeMs = ctx.opts.quick ? 4_000 : 8_000;
     const afterMs = ctx.opts.quick ? 8_000 : 15_000;
 
-    const dir = mkdtempSync(path.join(os.tmpdir(), 'shopstream-faults-pg-'));
-    chmodSync(dir, 0o755); // as root, the cluster belongs to the postgres OS user, who must enter it
-    ctx.defer(() => rmSync(dir, { recursive: true, force: true }));
-    const dataDir = path.join(dir, 'data');
-    let owner: Db | undefined = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-    ctx.defer(async () => void (await owner?.close()));
-    const pgPort = runningServer(dataDir)!.port;
-    const pgVersion = String((await owner.query(sql`SHOW server_version`))[0].server_version);
-    ctx.log(`PostgreSQL ${pgVersion} on ${pgPort}`);
+    const pg = await ownPostgres(ctx);
+    const pgVersion = pg.version;
     const kafka = await startLocalKafka({});
     ctx.defer(() => kafka.stop());
     ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
@@ -38,7 +29,7 @@ export const postgresOutage: Scenario = {
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     const env = {
-      DATABASE_URL: `postgres://postgres@127.0.0.1:${pgPort}/shopstream`,
+      DATABASE_URL: pg.url,
       KAFKA_BROKERS: kafka.brokers.join(','),
       BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
       LOG_LEVEL: 'warn',
@@ -134,12 +125,11 @@ export const postgresOutage: Scenario = {
 
     await new Promise((r) => setTimeout(r, beforeMs));
     stoppedAt = Date.now();
-    await owner.close(); // pg_ctl stop: the database is gone
-    owner = undefined;
+    await pg.stop(); // pg_ctl stop: the database is gone
     phase = 'outage';
     ctx.log(`PostgreSQL stopped for ${outageMs / 1000} s`);
     await new Promise((r) => setTimeout(r, outageMs));
-    owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port: pgPort });
+    await pg.start();
     pgBackAt = Date.now();
     phase = 'after';
     ctx.log('PostgreSQL started again');
@@ -152,7 +142,7 @@ export const postgresOutage: Scenario = {
     ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
 
     // Projection caught up: every accepted event an activity. The time counts from PostgreSQL's return.
-    const db = owner;
+    const db = pg.db;
     const missing = async () => {
       const rows = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${accepted}::uuid[])`);
       return accepted.length - Number(rows[0].n);
