@@ -451,18 +451,25 @@ async function brokerPorts(preferred?: number, preferredController?: number) {
   return { port, controllerPort };
 }
 
+/**
+ * What every local broker JVM starts from: the jars' class path, the formatted storage template, the class-data
+ * archive (when the JVM could make one); the runs directory swept of dead brokers' leftovers.
+ */
+async function prepareBrokerJvm(java: string): Promise<{ cp: string; template: string; jvmExtra: string[] }> {
+  const cp = classpath(await kafkaLibs());
+  await mkdir(RUNS(), { recursive: true });
+  sweepRuns(RUNS());
+  const template = await storageTemplate(java, cp);
+  const cds = await cdsArchive(java, cp, template);
+  return { cp, template, jvmExtra: cds ? [`-XX:SharedArchiveFile=${cds}`] : [] };
+}
+
 /** A single-node KRaft broker (broker and controller in one JVM) from the Maven Central jars. */
 export async function startLocalKafka(options: KafkaOptions = {}): Promise<KafkaHandle> {
   const java = findJava();
   if (!java) throw new Error('no java in JAVA_HOME or on PATH');
   const profile = options.profile ?? 'test';
-  const libs = await kafkaLibs();
-  const cp = classpath(libs);
-  await mkdir(RUNS(), { recursive: true });
-  sweepRuns(RUNS());
-  const template = await storageTemplate(java, cp);
-  const cds = await cdsArchive(java, cp, template);
-  const jvmExtra = cds ? [`-XX:SharedArchiveFile=${cds}`] : [];
+  const { cp, template, jvmExtra } = await prepareBrokerJvm(java);
 
   const runDir = options.runDir ?? (await mkdtemp(path.join(RUNS(), 'kafka-')));
   await mkdir(runDir, { recursive: true });
@@ -605,13 +612,7 @@ export async function startLocalKafkaCluster(options: KafkaClusterOptions = {}):
   const count = options.nodes ?? 3;
   if (!Number.isInteger(count) || count < 1) throw new Error(`startLocalKafkaCluster: nodes must be a positive integer, not ${count}`);
   const profile = options.profile ?? 'test';
-  const libs = await kafkaLibs();
-  const cp = classpath(libs);
-  await mkdir(RUNS(), { recursive: true });
-  sweepRuns(RUNS());
-  const template = await storageTemplate(java, cp);
-  const cds = await cdsArchive(java, cp, template);
-  const jvmExtra = cds ? [`-XX:SharedArchiveFile=${cds}`] : [];
+  const { cp, template, jvmExtra } = await prepareBrokerJvm(java);
 
   const taken: number[] = [];
   const nodes: KafkaClusterNode[] = [];
