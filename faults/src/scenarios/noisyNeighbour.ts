@@ -1,8 +1,10 @@
 import { spawn } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
 import { startLocalKafka } from '@shopstream/testkit';
+import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
@@ -32,6 +34,14 @@ async function leases(base: string): Promise<Record<string, number>> {
     if (outcome && /bucket="events"/.test(m[1])) out[outcome] = Number(m[2]);
   }
   return out;
+}
+
+/** The event-loop delay of a service since its previous scrape (prom-client resets it per collect) and its GC time so far. */
+async function loopAndGc(base: string): Promise<{ lagP99Ms: number; lagMaxMs: number; gcSeconds: number }> {
+  const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
+  const one = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
+  const gcSeconds = [...text.matchAll(/^nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+  return { lagP99Ms: round(one('nodejs_eventloop_lag_p99_seconds') * 1000, 2), lagMaxMs: round(one('nodejs_eventloop_lag_max_seconds') * 1000, 2), gcSeconds: round(gcSeconds, 3) };
 }
 
 /**
@@ -129,7 +139,11 @@ export const noisyNeighbour: Scenario = {
     await sleep(warmMs);
     phase = 'baseline';
     ctx.log(`baseline: ${neighbours} neighbours at ${neighbourRate}/s for ${baselineMs / 1000} s`);
+    const baseCpu = cpuMeter({ ingest: ingest.process.pid, harness: process.pid });
+    const loop0 = await loopAndGc(ingest.baseUrl);
     await sleep(baselineMs);
+    const loop: Record<string, Awaited<ReturnType<typeof loopAndGc>>> = { baseline: await loopAndGc(ingest.baseUrl) };
+    const cpu: Record<string, CpuUse> = { baseline: baseCpu.stop() };
 
     phase = 'noisy';
     const leasesBefore = await leases(ingest.baseUrl);
@@ -140,9 +154,15 @@ export const noisyNeighbour: Scenario = {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     ctx.defer(() => void (child.exitCode === null && child.kill('SIGKILL')));
+    const noisyCpu = cpuMeter({ ingest: ingest.process.pid, harness: process.pid, noisy: child.pid });
     let out = '';
     child.stdout.on('data', (d) => (out += String(d)));
+    // Measured up to the producer's last request, not its exit (a dead process has no /proc entry).
+    let noisyCpuUse: CpuUse | undefined;
+    child.stdout.once('data', () => (noisyCpuUse = noisyCpu.stop()));
     const code = await new Promise<number | null>((r) => child.once('exit', r));
+    cpu.noisy = noisyCpuUse ?? noisyCpu.stop();
+    loop.noisy = await loopAndGc(ingest.baseUrl);
     if (code !== 0) throw new Error(`noisy producer exited ${code}: ${out}`);
     const noisy = JSON.parse(out.trim().split('\n').pop()!) as {
       sent: number;
@@ -203,6 +223,15 @@ export const noisyNeighbour: Scenario = {
         { measure: 'neighbours: p50 baseline / noisy / after', value: `${ms(base.p50)} / ${ms(during.p50)} / ${ms(after.p50)}`, unit: 'ms' },
         { measure: 'neighbours: p99 baseline / noisy / after', value: `${ms(base.p99)} / ${ms(during.p99)} / ${ms(after.p99)}`, unit: 'ms' },
         { measure: 'neighbours: p99 with the noisy producer ÷ baseline', value: round(ratio, 2), goal: { text: '≤ 1.5', met: ratio <= 1.5 } },
+        {
+          measure: 'CPU (cores): ingest-api / noisy producer / harness / rest of the machine',
+          value: ['baseline', 'noisy'].map((p) => `${p}: ${cpu[p].processes.ingest} / ${cpu[p].processes.noisy ?? '-'} / ${cpu[p].processes.harness} / ${cpu[p].others}`).join(' | '),
+          unit: `of ${os.cpus().length} cores`,
+        },
+        {
+          measure: 'ingest-api event-loop delay p99 / max, GC time',
+          value: `baseline: ${loop.baseline.lagP99Ms} / ${loop.baseline.lagMaxMs} ms, ${round((loop.baseline.gcSeconds - loop0.gcSeconds) * 1000)} ms | noisy: ${loop.noisy.lagP99Ms} / ${loop.noisy.lagMaxMs} ms, ${round((loop.noisy.gcSeconds - loop.baseline.gcSeconds) * 1000)} ms`,
+        },
         { measure: '5xx or no answer (all producers)', value: neighbour5xx + noisy5xx, goal: { text: '0', met: neighbour5xx + noisy5xx === 0 } },
         { measure: 'answers outside the error envelope', value: outsideEnvelope + noisy.outsideEnvelope, goal: { text: '0', met: outsideEnvelope + noisy.outsideEnvelope === 0 } },
       ],
@@ -217,6 +246,7 @@ export const noisyNeighbour: Scenario = {
         allowed,
         leasesBefore,
         leasesAfter,
+        cpu,
         neighbourStatuses: { baseline: statusesOf('baseline'), noisy: statusesOf('noisy'), after: statusesOf('after') },
         neighbourLatencyMs: Object.fromEntries(
           ['baseline', 'noisy', 'after'].map((p) => [p, { n: samples[p].length, p50: ms(pct(lat(p), 50)), p90: ms(pct(lat(p), 90)), p99: ms(pct(lat(p), 99)), max: ms(Math.max(...lat(p))) }]),
