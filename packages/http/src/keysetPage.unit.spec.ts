@@ -2,11 +2,11 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Request } from 'express';
 import { ApiError } from './errors.js';
-import { keysetCursorCodec, keysetPage, type PageDirection } from './keysetPage.js';
+import { keysetCursorCodec, keysetPage, type PageQuery } from './keysetPage.js';
 
 // Rows 10..1 newest first; the position is the number itself.
 const rows = Array.from({ length: 10 }, (_, i) => ({ n: 10 - i, position: 10 - i }));
-const fetch = async ({ after, direction, take }: { after: number | null; direction: PageDirection; take: number }) =>
+const fetch = async ({ after, direction, take }: PageQuery<number>) =>
   direction === 'next'
     ? rows.filter((r) => after === null || r.n < after).slice(0, take)
     : rows.filter((r) => after === null || r.n > after).reverse().slice(0, take);
@@ -15,7 +15,7 @@ const codec = keysetCursorCodec('0123456789abcdef0123', z.number());
 const req = (url: string) => ({ originalUrl: url, protocol: 'http', get: () => 'api.test' }) as unknown as Request;
 const cursorOf = (link: string | null) => new URL(link!).searchParams.get('cursor') ?? undefined;
 const page = (cursor: string | undefined, filters: Record<string, string> = { scope: 'workspace' }) =>
-  keysetPage({ req: req('/v2026-04/things/?scope=workspace&limit=4'), publicBaseUrl: undefined, codec, cursor, limit: 4, filters, fetch });
+  keysetPage({ req: req('/v2026-04/things/?scope=workspace&limit=4'), publicBaseUrl: undefined, codec, cursor, limit: 4, pins: filters, query: filters, fetch });
 
 describe('keysetPage (given rows 10..1, pages of 4)', () => {
   it('walks forward and back with absolute links that repeat the filters and limit', async () => {

@@ -1,56 +1,67 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import { sql, type SQLQuery } from '@shopstream/db';
-import { keysetCursorCodec, keysetPage, type KeysetPage, type PageDirection } from '@shopstream/http';
+import { keysetCursorCodec, keysetPage, type KeysetPage, type KeysetPageOptions, type PageQuery as KeysetQuery } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import { cursorSecret } from './cursorSecret.js';
 
-/** Keyset position of every listing here: the sort timestamp as Postgres text (keeps microseconds) and the row id. */
+/**
+ * Keyset position of every listing here, the export's included: the sort timestamp as text Postgres reads
+ * back exactly (keeps microseconds) and the row id.
+ */
 export type Position = [string, string];
 
-export type PageQuery = { after: Position | null; direction: PageDirection; take: number };
+export type PageQuery = KeysetQuery<Position>;
 
 /**
- * The bound and the order of a newest-first listing on (ts, id): rows strictly past `after`, in the direction
- * the page goes (`previous` walks back towards newer rows, nearest first).
+ * The bound and the order of a listing sorted on (ts, id), `asc` (oldest first) or `desc` (newest first): rows
+ * strictly past `after` in the direction the page goes (`prev` walks back, nearest first). `after` null: no bound.
  */
-export function newestFirst(ts: SQLQuery, id: SQLQuery, q: PageQuery): { bound: SQLQuery; order: SQLQuery } {
+export function keysetOrder(ts: SQLQuery, id: SQLQuery, q: Pick<PageQuery, 'after' | 'direction'>, sort: 'asc' | 'desc'): { bound: SQLQuery; order: SQLQuery } {
+  const ascending = (sort === 'asc') === (q.direction === 'next');
   const bound =
-    q.after === null ? sql`` : q.direction === 'next' ? sql`AND (${ts}, ${id}) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (${ts}, ${id}) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-  const order = q.direction === 'next' ? sql`ORDER BY ${ts} DESC, ${id} DESC` : sql`ORDER BY ${ts} ASC, ${id} ASC`;
+    q.after === null
+      ? sql`TRUE`
+      : ascending
+        ? sql`(${ts}, ${id}) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`
+        : sql`(${ts}, ${id}) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
+  const order = ascending ? sql`ORDER BY ${ts} ASC, ${id} ASC` : sql`ORDER BY ${ts} DESC, ${id} DESC`;
   return { bound, order };
 }
 
 const positionSchema = z.tuple([z.string(), z.string()]) as z.ZodType<Position>;
 
-export interface ListOptions<Row> {
-  /** Which listing this is (`flows`, `triggers`, ...): a cursor of one list is refused by every other. */
-  list: string;
-  /** What this listing is filtered by (query and path parameters, e.g. the flow id): pinned in the cursor. */
-  filters: Record<string, string>;
+type Passed = 'req' | 'publicBaseUrl' | 'codec' | 'cursor' | 'limit' | 'pins' | 'query';
+
+export interface ListOptions<Row extends { position: Position }, Out> extends Omit<KeysetPageOptions<Row, Position, Out>, Passed> {
+  /** Which listing this is (`flows`, `triggers`, ...): a cursor of one list is refused by every other. Absent for the export (its cursors predate lists). */
+  list?: string;
+  /** What this listing is filtered by (query and path parameters, e.g. the flow id), canonical: pinned in the cursor. */
+  filters: Record<string, unknown>;
   /** The query parameters the links repeat besides limit and cursor. Default: `filters`. */
-  query?: Record<string, string>;
-  fetch(p: PageQuery): Promise<Row[]>;
+  query?: Record<string, string | undefined>;
 }
 
 /**
- * `keysetPage` over {@link Position}s with query-api's cursor secret (the export's: CURSOR_SECRET or the one
- * kept in the database, so a cursor works on every replica and after a restart) and the public base URL;
- * 100 rows unless asked. Every cursor pins the list, the shop and the list's filters: one sent to another
- * list, another flow's or contact's list, or with another shop's X-Shop-Id is a 400 `invalid_cursor`.
+ * {@link keysetPage} over {@link Position}s with query-api's cursor secret (CURSOR_SECRET or the one kept in
+ * the database, so a cursor works on every replica and after a restart) and the public base URL; 100 rows
+ * unless asked. Every cursor pins the shop, the list and its filters: one sent to another list, another flow's
+ * or contact's list, with other filters, or with another shop's X-Shop-Id is a 400 `invalid_cursor`.
  */
 export function keysetPager(rt: Runtime) {
-  return async <Row extends { position: Position }>(req: Request, q: { cursor?: string; limit?: number }, o: ListOptions<Row>): Promise<KeysetPage<Row>> => {
-    const codec = keysetCursorCodec(await cursorSecret(rt), positionSchema);
-    return keysetPage({
+  return async <Row extends { position: Position }, Out = Omit<Row, 'position'>>(
+    req: Request,
+    q: { cursor?: string; limit?: number },
+    { list, filters, query, ...o }: ListOptions<Row, Out>,
+  ): Promise<KeysetPage<Out>> =>
+    keysetPage<Row, Position, Out>({
+      ...o,
       req,
       publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec,
+      codec: keysetCursorCodec(await cursorSecret(rt), positionSchema),
       cursor: q.cursor,
       limit: q.limit ?? 100,
-      filters: { ...o.filters, list: o.list, shop: req.shopId },
-      query: o.query ?? o.filters,
-      fetch: o.fetch,
+      pins: { ...filters, ...(list !== undefined ? { list } : {}), shop: req.shopId },
+      query: query ?? (filters as Record<string, string>),
     });
-  };
 }

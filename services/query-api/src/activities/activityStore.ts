@@ -1,6 +1,6 @@
 import { sql, type Queryable } from '@shopstream/db';
 import type { Activity } from '@shopstream/contracts';
-import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
+import { keysetOrder, type PageQuery, type Position } from '../keysetPager.js';
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
@@ -42,10 +42,10 @@ export const activityStore = {
 
   /** The shop's activities without a contact, newest recorded first (index activities_workspace). */
   async workspacePage(db: Queryable, shopId: string, q: PageQuery) {
-    const { bound, order } = newestFirst(sql`a.recorded_at`, sql`a.id`, q);
+    const { bound, order } = keysetOrder(sql`a.recorded_at`, sql`a.id`, q, 'desc');
     const rows = await db.query(sql`
       SELECT ${columns}, a.recorded_at::text AS pos FROM activities a
-      WHERE a.shop_id = ${shopId} AND a.contact_id IS NULL ${bound} ${order} LIMIT ${q.take}`);
+      WHERE a.shop_id = ${shopId} AND a.contact_id IS NULL AND ${bound} ${order} LIMIT ${q.take}`);
     return rows.map((r) => ({ activity: activityOf(r), position: [r.pos, r.id] as Position }));
   },
 
@@ -58,11 +58,11 @@ export const activityStore = {
 
   /** A contact's activities, newest event_time first (index contact_timeline_order). */
   async timelinePage(db: Queryable, shopId: string, contactId: string, q: PageQuery) {
-    const { bound, order } = newestFirst(sql`t.event_time`, sql`t.activity_id`, q);
+    const { bound, order } = keysetOrder(sql`t.event_time`, sql`t.activity_id`, q, 'desc');
     const rows = await db.query(sql`
       SELECT ${columns}, t.event_time::text AS pos FROM contact_timeline t
       JOIN activities a ON a.shop_id = t.shop_id AND a.id = t.activity_id
-      WHERE t.shop_id = ${shopId} AND t.contact_id = ${contactId} ${bound} ${order} LIMIT ${q.take}`);
+      WHERE t.shop_id = ${shopId} AND t.contact_id = ${contactId} AND ${bound} ${order} LIMIT ${q.take}`);
     return rows.map((r) => ({ activity: activityOf(r), position: [r.pos, r.id] as Position }));
   },
 };

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { sql, type Queryable } from '@shopstream/db';
 import type { Flow, FlowCreate, FlowStatus, FlowTrigger, FlowTriggerEntry, FlowUpdate } from '@shopstream/contracts';
-import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
+import { keysetOrder, type PageQuery, type Position } from '../keysetPager.js';
 
 const iso = (d: Date | string) => new Date(d).toISOString();
 
@@ -34,8 +34,8 @@ export const flowStore = {
   /** Newest first. */
   async page(db: Queryable, shopId: string, q: PageQuery & { status?: FlowStatus }) {
     const status = q.status ? sql`AND status = ${q.status}` : sql``;
-    const { bound, order } = newestFirst(sql`created_at`, sql`id`, q);
-    const rows = await db.query(sql`SELECT ${flowColumns} FROM flows WHERE shop_id = ${shopId} AND deleted_at IS NULL ${status} ${bound} ${order} LIMIT ${q.take}`);
+    const { bound, order } = keysetOrder(sql`created_at`, sql`id`, q, 'desc');
+    const rows = await db.query(sql`SELECT ${flowColumns} FROM flows WHERE shop_id = ${shopId} AND deleted_at IS NULL ${status} AND ${bound} ${order} LIMIT ${q.take}`);
     return rows.map(flowOf);
   },
 
@@ -61,10 +61,10 @@ export const flowStore = {
 
   /** A flow's triggers, newest first. */
   async triggerPage(db: Queryable, shopId: string, flowId: string, q: PageQuery) {
-    const { bound, order } = newestFirst(sql`matched_at`, sql`id`, q);
+    const { bound, order } = keysetOrder(sql`matched_at`, sql`id`, q, 'desc');
     const rows = await db.query(sql`
       SELECT id, flow_id, metric_event_id, activity_id, contact_id, matched_at, matched_at::text AS pos
-      FROM flow_triggers WHERE shop_id = ${shopId} AND flow_id = ${flowId} ${bound} ${order} LIMIT ${q.take}`);
+      FROM flow_triggers WHERE shop_id = ${shopId} AND flow_id = ${flowId} AND ${bound} ${order} LIMIT ${q.take}`);
     return rows.map((r): FlowTriggerEntry & { position: Position } => ({
       id: r.id,
       flow_id: r.flow_id,
