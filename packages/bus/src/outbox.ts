@@ -37,24 +37,9 @@ export interface RelayOptions {
   batchSize?: number;
 }
 
-/** Kafka refuses a record batch over ~1 MB (message.max.bytes): publish in sends well under it. */
-const MAX_SEND_BYTES = 512 * 1024;
-
-async function publishInChunks(bus: Bus, topic: string, rows: { key: string; value: string; headers: Record<string, string> }[]): Promise<void> {
-  let chunk: OutgoingRecord[] = [];
-  let bytes = 0;
-  for (const r of rows) {
-    const size = Buffer.byteLength(r.value) + r.key.length + 200;
-    if (chunk.length > 0 && bytes + size > MAX_SEND_BYTES) {
-      // Sequential sends keep the rows' order, so one shop's records stay in order.
-      await bus.publish(topic, chunk);
-      chunk = [];
-      bytes = 0;
-    }
-    chunk.push({ key: r.key, value: r.value, headers: r.headers });
-    bytes += size;
-  }
-  if (chunk.length > 0) await bus.publish(topic, chunk);
+/** The rows in insertion order, in one publish: the adapter splits it into sends by size (splitForSend). */
+async function publishRows(bus: Bus, topic: string, rows: { key: string; value: string; headers: Record<string, string> }[]): Promise<void> {
+  await bus.publish(topic, rows.map((r): OutgoingRecord => ({ key: r.key, value: r.value, headers: r.headers })));
 }
 
 /**
@@ -74,7 +59,7 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
       // so no other relay can take these rows meanwhile.
       const rows = await o.db.query(sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`);
       if (rows.length > 0) {
-        await publishInChunks(o.bus, o.topic, rows);
+        await publishRows(o.bus, o.topic, rows);
         await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
       }
       n = rows.length;
@@ -87,7 +72,7 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
           sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
         );
         if (rows.length === 0) return 0;
-        await publishInChunks(o.bus, o.topic, rows);
+        await publishRows(o.bus, o.topic, rows);
         await tx.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
         return rows.length;
       });

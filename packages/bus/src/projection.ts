@@ -1,10 +1,10 @@
 import type { z } from 'zod';
 import { sql, type Db, type Queryable } from '@shopstream/db';
-import { dlq, headers as H, unstorableText } from '@shopstream/contracts';
+import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
-import type { TopicNames } from './topicNames.js';
+import { topicOf, type TopicNames } from './topicNames.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -57,7 +57,20 @@ export interface ProjectionDefinition<T> {
   open(deps: ProjectionDeps): Promise<ProjectionLogic<T>>;
 }
 
-export const defineProjection = <T>(d: ProjectionDefinition<T>): ProjectionDefinition<T> => d;
+/** What a projection declares: the topic definitions it reads and emits to, instead of names and a schema. */
+export interface ProjectionDeclaration<T> extends Omit<ProjectionDefinition<T>, 'source' | 'emits' | 'schema'> {
+  /** The topic it reads: its records are decoded with the topic's schema. */
+  topic: TopicDefinition<T>;
+  /** The topics it emits to. */
+  emits: readonly TopicDefinition<any>[];
+}
+
+export const defineProjection = <T>({ topic, emits, ...d }: ProjectionDeclaration<T>): ProjectionDefinition<T> => ({
+  ...d,
+  source: (t) => topicOf(t, topic),
+  emits: (t) => emits.map((e) => ({ topic: topicOf(t, e), name: e.name })),
+  schema: topic.schema,
+});
 
 /**
  * A Postgres error that retrying the same record cannot fix: data exceptions (class 22: out-of-range values,

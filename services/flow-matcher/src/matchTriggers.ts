@@ -1,7 +1,7 @@
 import { v5 as uuidv5 } from 'uuid';
 import { sql, type Queryable } from '@shopstream/db';
 import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
-import { headers as H, schemas, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
+import { flowTriggersTopic, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import { matchFlow } from './matchFlow.js';
 import type { FlowIndex } from './flowIndex.js';
@@ -50,10 +50,5 @@ export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEv
   const fresh = new Set(inserted.map((r) => r.id as string));
   const created = candidates.filter((c) => fresh.has(c.id));
   matches.inc(created.length);
-  return created.map((t) => ({
-    topic,
-    key: t.shop_id,
-    value: JSON.stringify(t),
-    headers: { [H.contentType]: 'application/json', [H.schema]: schemas.flowTriggered, [H.shopId]: t.shop_id, [H.metricName]: t.metric_name },
-  }));
+  return created.map((t) => ({ topic, ...flowTriggersTopic.record(t) }));
 }
