@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { isDataError, sql, type Db, type Queryable } from '@shopstream/db';
 import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
@@ -71,15 +71,6 @@ export const defineProjection = <T>({ topic, emits, ...d }: ProjectionDeclaratio
   emits: (t) => emits.map((e) => ({ topic: topicOf(t, e), name: e.name })),
   schema: topic.schema,
 });
-
-/**
- * A Postgres error that retrying the same record cannot fix: data exceptions (class 22: out-of-range values,
- * bad encodings), integrity constraint violations (23) and limits such as an index row too large (54).
- */
-function isDataError(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code);
-}
 
 /** Why a record is not one the schema accepts, or null when it is. */
 function parseRecord<T>(schema: z.ZodType<T>, r: BusRecord): { ok: true; value: T } | { ok: false; reason: string } {

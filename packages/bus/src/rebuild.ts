@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { isDeadlock, isLockNotAvailable, sql, type Db, type Queryable } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import { UnknownTopicError } from './pglog/appendRecords.js';
 import type { Bus, Subscription } from './port.js';
@@ -287,8 +287,8 @@ async function trySwitch<T>(
     });
     return true;
   } catch (e) {
-    // Not caught up in time, the lock not had in time (55P03), or a deadlock with the live projector (40P01).
-    if (e instanceof NotCaughtUp || ['55P03', '40P01'].includes((e as { code?: string }).code ?? '')) return false;
+    // Not caught up in time, the lock not had in time, or a deadlock with the live projector.
+    if (e instanceof NotCaughtUp || isLockNotAvailable(e) || isDeadlock(e)) return false;
     throw e;
   }
 }

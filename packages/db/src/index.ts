@@ -4,3 +4,16 @@ export { migrate } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
 export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';
 export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';
+export { queryRows, queryRow, type Row, type RowDecoder } from './rows.js';
+export {
+  sqlState,
+  pgErrorCode,
+  isUniqueViolation,
+  isSerializationFailure,
+  isDeadlock,
+  isLockNotAvailable,
+  isNoDataFound,
+  isConflict,
+  isDataError,
+  isServerUnavailable,
+} from './pgErrors.js';
