@@ -1,4 +1,5 @@
-import { sql, type Queryable } from '@shopstream/db';
+import { queryRow, sql, type Queryable } from '@shopstream/db';
+import { contactStore } from '@shopstream/ingest-api';
 import type { Activity } from '@shopstream/contracts';
 import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
 
@@ -50,10 +51,15 @@ export const activityStore = {
   },
 
   async contactKnown(db: Queryable, shopId: string, contactId: string): Promise<boolean> {
-    const rows = await db.query(sql`
-      SELECT EXISTS (SELECT 1 FROM contacts WHERE shop_id = ${shopId} AND id = ${contactId})
-          OR EXISTS (SELECT 1 FROM contact_timeline WHERE shop_id = ${shopId} AND contact_id = ${contactId}) AS known`);
-    return rows[0].known === true;
+    // A contact ingest resolved, or one only the timeline knows (its activities outlived the contact row).
+    const known = await queryRow(
+      db,
+      sql`
+      SELECT ${contactStore.exists(shopId, contactId)}
+          OR EXISTS (SELECT 1 FROM contact_timeline WHERE shop_id = ${shopId} AND contact_id = ${contactId}) AS known`,
+      (r) => r.known === true,
+    );
+    return known === true;
   },
 
   /** A contact's activities, newest event_time first (index contact_timeline_order). */
