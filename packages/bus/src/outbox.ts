@@ -1,4 +1,4 @@
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, type Logger } from '@shopstream/telemetry';
 import type { Bus, OutgoingRecord } from './port.js';
 
@@ -37,9 +37,19 @@ export interface RelayOptions {
   batchSize?: number;
 }
 
+/** A row of the outbox as the relay reads it: its place and the record. */
+interface OutboxRow {
+  seq: string;
+  record: OutgoingRecord;
+}
+const outboxRow = (r: Row): OutboxRow => ({
+  seq: String(r.seq),
+  record: { key: String(r.key), value: String(r.value), headers: r.headers as Record<string, string> },
+});
+
 /** The rows in insertion order, in one publish: the adapter splits it into sends by size (splitForSend). */
-async function publishRows(bus: Bus, topic: string, rows: { key: string; value: string; headers: Record<string, string> }[]): Promise<void> {
-  await bus.publish(topic, rows.map((r): OutgoingRecord => ({ key: r.key, value: r.value, headers: r.headers })));
+async function publishRows(bus: Bus, topic: string, rows: OutboxRow[]): Promise<void> {
+  await bus.publish(topic, rows.map((r) => r.record));
 }
 
 /**
@@ -57,7 +67,7 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
       // so no other relay can take these rows meanwhile.
-      const rows = await o.db.query(sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`);
+      const rows = await queryRows(o.db, sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`, outboxRow);
       if (rows.length > 0) {
         await publishRows(o.bus, o.topic, rows);
         await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
@@ -68,8 +78,10 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
         // One relay at a time per topic, across processes: records go out in insertion order, which keeps
         // each shop's records in order even when a timer and a consumer of another replica relay together.
         await tx.query(sql`SELECT pg_advisory_xact_lock(74202, hashtext(${o.topic}))`);
-        const rows = await tx.query(
+        const rows = await queryRows(
+          tx,
           sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+          outboxRow,
         );
         if (rows.length === 0) return 0;
         await publishRows(o.bus, o.topic, rows);
