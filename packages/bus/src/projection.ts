@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { isDataError, sql, type Db, type Queryable } from '@shopstream/db';
+import { isDataError, queryRow, sql, type Db, type Queryable } from '@shopstream/db';
 import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
@@ -137,10 +137,12 @@ export async function applyBatch<T>(
   const commit = (records: ValidRecord<T>[], next: bigint) =>
     db.tx(async (tx) => {
       if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
-      const rows = await tx.query(
+      const checkpoint = await queryRow(
+        tx,
         sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${mode.checkpointGroup} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
+        (r) => BigInt(r.next_offset as string),
       );
-      const from = rows.length > 0 ? BigInt(rows[0].next_offset) : -1n;
+      const from = checkpoint ?? -1n;
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = await logic.apply(tx, fresh);

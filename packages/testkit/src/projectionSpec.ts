@@ -1,5 +1,5 @@
 import { applyBatch, topicNames, type BusRecord, type ProjectionDefinition, type ProjectionLogic, type Rejected, type TopicNames } from '@shopstream/bus';
-import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
+import { connectPostgres, migrate, queryRows, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, dropTestDatabase } from './postgres.js';
 import { testInfra } from './testInfra.js';
@@ -110,11 +110,16 @@ export async function projectionSpec<T>(def: ProjectionDefinition<T>, opts: Proj
             const records = step.map((r) => toBusRecord(r, offset++));
             applied += (await applyBatch(def, logic, db, mode, { topic, partition: 0, records }, logger)).applied;
           }
-          const outbox = await db.query(sql`SELECT topic, key, value, headers FROM outbox ORDER BY seq`);
+          const emitted = await queryRows(db, sql`SELECT topic, key, value, headers FROM outbox ORDER BY seq`, (o) => ({
+            topic: String(o.topic),
+            key: String(o.key),
+            value: JSON.parse(String(o.value)),
+            headers: o.headers as Record<string, string>,
+          }));
           await check({
             db,
             rows: (q) => db.query(q),
-            emitted: outbox.map((o) => ({ topic: o.topic, key: o.key, value: JSON.parse(o.value), headers: o.headers })),
+            emitted,
             rejected: rejected.map((r) => ({ value: r.record.value.toString('utf8'), reason: r.reason })),
             applied,
           });
