@@ -1,33 +1,12 @@
 import type { Request } from 'express';
 import { z } from 'zod';
-import { sql, type SQLQuery } from '@shopstream/db';
-import { keysetCursorCodec, keysetPage, type KeysetPage, type KeysetPageOptions, type PageQuery as KeysetQuery } from '@shopstream/http';
+import type { Position } from '@shopstream/db';
+import { keysetCursorCodec, keysetPage, type KeysetPage, type KeysetPageOptions } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import { cursorSecret } from './cursorSecret.js';
 
-/**
- * Keyset position of every listing here, the export's included: the sort timestamp as text Postgres reads
- * back exactly (keeps microseconds) and the row id.
- */
-export type Position = [string, string];
-
-export type PageQuery = KeysetQuery<Position>;
-
-/**
- * The bound and the order of a listing sorted on (ts, id), `asc` (oldest first) or `desc` (newest first): rows
- * strictly past `after` in the direction the page goes (`prev` walks back, nearest first). `after` null: no bound.
- */
-export function keysetOrder(ts: SQLQuery, id: SQLQuery, q: Pick<PageQuery, 'after' | 'direction'>, sort: 'asc' | 'desc'): { bound: SQLQuery; order: SQLQuery } {
-  const ascending = (sort === 'asc') === (q.direction === 'next');
-  const bound =
-    q.after === null
-      ? sql`TRUE`
-      : ascending
-        ? sql`(${ts}, ${id}) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`
-        : sql`(${ts}, ${id}) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-  const order = ascending ? sql`ORDER BY ${ts} ASC, ${id} ASC` : sql`ORDER BY ${ts} DESC, ${id} DESC`;
-  return { bound, order };
-}
+// The keyset SQL (bound and order on (ts, id)) is the db package's, shared with the flows module's store.
+export { keysetOrder, newestFirst, type PageQuery, type Position } from '@shopstream/db';
 
 const positionSchema = z.tuple([z.string(), z.string()]) as z.ZodType<Position>;
 

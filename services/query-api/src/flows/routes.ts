@@ -10,7 +10,8 @@ import {
 import { ApiError, defineRoute, mountRoutes, uuidPathParam } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import { keysetPager } from '../keysetPager.js';
-import { flowStore } from './flowStore.js';
+import { flowStore } from '@shopstream/flows';
+import { triggerStore } from './triggerStore.js';
 
 const notFound = () => new ApiError('not_found', 'No such flow in this shop.');
 
@@ -114,7 +115,7 @@ export function flowRoutes(rt: Runtime) {
       errors: [400, 401, 403, 404],
       async handler(req, res, { params: { id }, query: q }) {
         if (!(await flowStore.get(rt.db, req.shopId, id!))) throw notFound();
-        res.json(await page(req, q, { list: 'triggers', filters: { flow_id: id! }, query: {}, fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id!, p) }));
+        res.json(await page(req, q, { list: 'triggers', filters: { flow_id: id! }, query: {}, fetch: (p) => triggerStore.page(rt.db, req.shopId, id!, p) }));
       },
     }),
   ]);
