@@ -157,7 +157,8 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         ' Each event of a bulk request counts; a request over the limit records none of them.',
       tags: ['Events'],
       before: [arrived],
-      // Documented item by item; checked here as 1 to 100 objects, each item by recordEvents.
+      // Documented with its items typed; the handler checks the outer shape (1 to 100 items) and recordEvents each
+      // item, so one bad item fails alone.
       body: {
         schema: bulkRequestDocSchema,
         limit: BULK_BODY_LIMIT,
