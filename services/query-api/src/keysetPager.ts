@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { z } from 'zod';
 import type { Position } from '@shopstream/db';
-import { keysetCursorCodec, keysetPage, type KeysetPage, type KeysetPageOptions } from '@shopstream/http';
+import { keysetCursorCodec, keysetPage, type CursorCodec, type KeysetCursor, type KeysetPage, type KeysetPageOptions } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import { cursorSecret } from './cursorSecret.js';
 
@@ -28,6 +28,8 @@ export interface ListOptions<Row extends { position: Position }, Out> extends Om
  * or contact's list, with other filters, or with another shop's X-Shop-Id is a 400 `invalid_cursor`.
  */
 export function keysetPager(rt: Runtime) {
+  let codec: { secret: string; codec: CursorCodec<KeysetCursor<Position>> } | undefined;
+  const codecOf = (secret: string) => (codec?.secret === secret ? codec : (codec = { secret, codec: keysetCursorCodec(secret, positionSchema) })).codec;
   return async <Row extends { position: Position }, Out = Omit<Row, 'position'>>(
     req: Request,
     q: { cursor?: string; limit?: number },
@@ -37,7 +39,7 @@ export function keysetPager(rt: Runtime) {
       ...o,
       req,
       publicBaseUrl: rt.env.PUBLIC_BASE_URL,
-      codec: keysetCursorCodec(await cursorSecret(rt), positionSchema),
+      codec: codecOf(await cursorSecret(rt)),
       cursor: q.cursor,
       limit: q.limit ?? 100,
       pins: { ...filters, ...(list !== undefined ? { list } : {}), shop: req.shopId },
