@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '@shopstream/db';
+import { queryRows, sql } from '@shopstream/db';
 import { eventsTopic, metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
@@ -117,13 +117,20 @@ describe('activity projector killed mid-stream', () => {
       expect(await two.exited).toBe(0);
     }
 
-    const rows = await rt.db.query(sql`SELECT id, name, contact_id FROM activities WHERE shop_id = ANY(${shops}::uuid[])`);
+    const rows = await queryRows(rt.db, sql`SELECT id, name, contact_id FROM activities WHERE shop_id = ANY(${shops}::uuid[])`, (r) => ({
+      id: String(r.id),
+      name: r.name,
+      contact_id: r.contact_id,
+    }));
     expect(rows).toHaveLength(ids.length);
     for (const r of rows) {
       expect(r.name).toBe(first.get(r.id)!.name);
       expect(r.contact_id).toBe(first.get(r.id)!.contact?.id ?? null);
     }
-    const timeline = await rt.db.query(sql`SELECT activity_id, contact_id FROM contact_timeline WHERE shop_id = ANY(${shops}::uuid[])`);
+    const timeline = await queryRows(rt.db, sql`SELECT activity_id, contact_id FROM contact_timeline WHERE shop_id = ANY(${shops}::uuid[])`, (r) => ({
+      activity_id: String(r.activity_id),
+      contact_id: r.contact_id,
+    }));
     expect(timeline).toHaveLength(withContact);
     for (const t of timeline) expect(t.contact_id).toBe(first.get(t.activity_id)!.contact!.id);
 

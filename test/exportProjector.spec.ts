@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversationsTopic, headers as H, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
-import { sql } from '@shopstream/db';
+import { queryRow, sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/testkit/harness';
@@ -184,11 +184,13 @@ describe('conversation-projector', () => {
     );
     const replay = await startConversationProjector(replayRt);
     try {
-      const total = await rt.db.query(sql`SELECT coalesce(sum(next_offset), 0)::int AS n FROM projection_offsets WHERE group_id LIKE 'shopstream.%'`);
+      // One row always (an aggregate): 0 when the groups have no offsets yet.
+      const offsets = async (groups: string) =>
+        (await queryRow(rt.db, sql`SELECT coalesce(sum(next_offset), 0)::int AS n FROM projection_offsets WHERE group_id LIKE ${groups}`, (r) => Number(r.n))) ?? 0;
+      const total = await offsets('shopstream.%');
       await waitFor(
         async () => {
-          const r = await rt.db.query(sql`SELECT coalesce(sum(next_offset), 0)::int AS n FROM projection_offsets WHERE group_id = 'replay.conversation-projector'`);
-          return r[0].n >= total[0].n;
+          return (await offsets('replay.conversation-projector')) >= total;
         },
         { message: 'replay caught up' },
       );

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql } from '@shopstream/db';
+import { queryRows, sql } from '@shopstream/db';
 import type { Bench } from '../context.js';
 import type { ScenarioResult } from '../report.js';
 import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
@@ -50,15 +50,19 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
       }
       const batch = [...pending.entries()].slice(0, 5_000);
       const began = epochMs();
-      const rows = await b.db.query(sql`
+      const ids = await queryRows(
+        b.db,
+        sql`
         SELECT a.id FROM activities a
         JOIN unnest(${batch.map(([, v]) => v.shop)}::uuid[], ${batch.map(([id]) => id)}::uuid[]) AS p(shop_id, id)
-          ON a.shop_id = p.shop_id AND a.id = p.id`);
+          ON a.shop_id = p.shop_id AND a.id = p.id`,
+        (r) => String(r.id),
+      );
       polls++;
       pollMs += epochMs() - began;
-      for (const r of rows) {
-        rowSeen.set(r.id, began);
-        pending.delete(r.id);
+      for (const id of ids) {
+        rowSeen.set(id, began);
+        pending.delete(id);
       }
       if (stopped && performance.now() > giveUpAt) break;
       await sleep(5);

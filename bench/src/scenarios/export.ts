@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
-import { sql, type Db, type SQLQuery } from '@shopstream/db';
+import { queryRows, sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Bench } from '../context.js';
 import type { Row, ScenarioResult } from '../report.js';
 import { round } from '../stats.js';
@@ -37,12 +37,19 @@ const messageText = (i: SQLQuery, k: SQLQuery) =>
 async function seed(db: Db, n: number, log: (s: string) => void): Promise<void> {
   await db.query(sql`TRUNCATE conversations, conversation_messages`);
   const tables = ['conversations', 'conversation_messages'];
-  const indexes = await db.query(sql`
+  const indexes = await queryRows(
+    db,
+    sql`
     SELECT i.indexrelid::regclass::text AS name, t.relname AS table_name, pg_get_indexdef(i.indexrelid) AS def,
       c.conname AS constraint_name, pg_get_constraintdef(c.oid) AS constraint_def
     FROM pg_index i JOIN pg_class t ON t.oid = i.indrelid
     LEFT JOIN pg_constraint c ON c.conindid = i.indexrelid AND c.conrelid = i.indrelid
-    WHERE t.relname = ANY(${tables}) AND t.relnamespace = 'public'::regnamespace`);
+    WHERE t.relname = ANY(${tables}) AND t.relnamespace = 'public'::regnamespace`,
+    (r) => {
+      const ix = { name: String(r.name), table_name: String(r.table_name), def: String(r.def) };
+      return r.constraint_name === null ? { ...ix, constraint_name: null } : { ...ix, constraint_name: String(r.constraint_name), constraint_def: String(r.constraint_def) };
+    },
+  );
   for (const ix of indexes) {
     if (ix.constraint_name) await db.query(sql`ALTER TABLE ${sql.ident(ix.table_name)} DROP CONSTRAINT ${sql.ident(ix.constraint_name)}`);
     else await db.query(sql`DROP INDEX ${sql.ident(ix.name)}`);

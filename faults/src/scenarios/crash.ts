@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
-import { sql, type Db } from '@shopstream/db';
+import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
 import { fromSource, randomPort, startService, until, type Service } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
@@ -542,19 +542,31 @@ export const crash: Scenario = {
     await sleep(3_000);
 
     // ---- the checks ----
-    const activityRows = await owner.query(sql`
+    const textOrNull = (v: unknown) => (v === null ? null : String(v));
+    const activityRows = await queryRows(
+      owner,
+      sql`
       SELECT id::text, (metric->'additional_properties'->>'seq')::int AS seq, contact_id::text FROM activities
-      WHERE shop_id = ${shopId} AND metric->'additional_properties'->>'run' = ${runTag}`);
+      WHERE shop_id = ${shopId} AND metric->'additional_properties'->>'run' = ${runTag}`,
+      (r) => ({ id: String(r.id), seq: Number(r.seq), contact_id: textOrNull(r.contact_id) }),
+    );
     const bySeq = new Map<number, { id: string; contact_id: string | null }[]>();
     for (const r of activityRows) {
       const l = bySeq.get(r.seq) ?? [];
       l.push({ id: r.id, contact_id: r.contact_id });
       bySeq.set(r.seq, l);
     }
-    const timelineRows = await owner.query(sql`SELECT activity_id::text, contact_id::text FROM contact_timeline WHERE shop_id = ${shopId}`);
+    const timelineRows = await queryRows(owner, sql`SELECT activity_id::text, contact_id::text FROM contact_timeline WHERE shop_id = ${shopId}`, (r) => ({
+      activity_id: String(r.activity_id),
+      contact_id: String(r.contact_id),
+    }));
     const timeline = new Map<string, string[]>();
     for (const r of timelineRows) timeline.set(r.activity_id, [...(timeline.get(r.activity_id) ?? []), r.contact_id]);
-    const triggerRows = await owner.query(sql`SELECT flow_id::text, metric_event_id::text, activity_id::text FROM flow_triggers WHERE shop_id = ${shopId}`);
+    const triggerRows = await queryRows(owner, sql`SELECT flow_id::text, metric_event_id::text, activity_id::text FROM flow_triggers WHERE shop_id = ${shopId}`, (r) => ({
+      flow_id: String(r.flow_id),
+      metric_event_id: String(r.metric_event_id),
+      activity_id: String(r.activity_id),
+    }));
     const triggersOf = new Map<string, string[]>();
     const triggerKeys = new Map<string, number>();
     for (const r of triggerRows) {

@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
-import { sql, type Db } from '@shopstream/db';
+import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { randomPort, startService, until } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
@@ -204,8 +204,8 @@ export const leaderFailover: Scenario = {
         const after = accepted.filter((a) => a.sentAt >= killedAt);
         const ids = (projectedAnyAgainMs === undefined ? after : after.filter((a) => a.partition === busiest.partition)).slice(0, 2_000).map((a) => a.id);
         if (ids.length > 0) {
-          const rows = await owner.query(sql`SELECT id FROM activities WHERE id = ANY(${ids}::uuid[])`).catch(() => []);
-          const seen = new Set(rows.map((r: any) => String(r.id)));
+          const rows = await queryRows(owner, sql`SELECT id FROM activities WHERE id = ANY(${ids}::uuid[])`, (r) => String(r.id)).catch((): string[] => []);
+          const seen = new Set(rows);
           const now = Date.now() - killedAt;
           if (projectedAnyAgainMs === undefined && seen.size > 0) projectedAnyAgainMs = now;
           if (after.some((a) => a.partition === busiest.partition && seen.has(a.id))) projectedAgainMs = now;
@@ -283,7 +283,11 @@ export const leaderFailover: Scenario = {
       });
       await reader.disconnect().catch(() => undefined);
     }
-    const projectionOffsets = (await owner.query(sql`SELECT group_id, partition, next_offset FROM projection_offsets WHERE topic = ${topic} ORDER BY partition`)).map((r: any) => ({ group: r.group_id, partition: r.partition, next: String(r.next_offset) }));
+    const projectionOffsets = await queryRows(owner, sql`SELECT group_id, partition, next_offset FROM projection_offsets WHERE topic = ${topic} ORDER BY partition`, (r) => ({
+      group: r.group_id,
+      partition: r.partition,
+      next: String(r.next_offset),
+    }));
     const lostDetail = accepted
       .filter((a) => lostIds.has(a.id))
       .slice(0, 200)

@@ -8,13 +8,16 @@ const createConnectionPool = databasesPg as unknown as (typeof databasesPg)['def
 export { sql };
 export type { SQLQuery };
 
+/** A row as the driver returns it: column name to value (timestamps as Date, bigints as decimal strings). */
+export type Row = Record<string, unknown>;
+
 /** Anything that runs SQL: the pool itself or a transaction. */
 export interface Queryable {
   /**
-   * Runs a statement. Its rows are untyped: read them through a store's decoder (queryRows / queryRow, rows.ts)
-   * rather than by field access on this result.
+   * Runs a statement. Its rows are not typed beyond `Row`: read them through a store's decoder (queryRows /
+   * queryRow, rows.ts) rather than by field access on this result.
    */
-  query(query: SQLQuery): Promise<any[]>;
+  query(query: SQLQuery): Promise<Row[]>;
 }
 
 export interface Db extends Queryable {

@@ -1,5 +1,5 @@
 import { PGlite, types } from '@electric-sql/pglite';
-import { formatQuery, type Db, type Queryable } from './db.js';
+import { formatQuery, type Db, type Queryable, type Row } from './db.js';
 import { lockDataDir } from './dataDirLock.js';
 import path from 'node:path';
 
@@ -25,15 +25,15 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
     chain = run.catch(() => {});
     return run;
   };
-  const run = async (q: Parameters<Queryable['query']>[0], via: Pick<PGlite, 'query' | 'exec'>) => {
+  const run = async (q: Parameters<Queryable['query']>[0], via: Pick<PGlite, 'query' | 'exec'>): Promise<Row[]> => {
     const { text, values } = formatQuery(q);
     if (values.length === 0) {
       // Parameterless text may hold several statements (migrations): only the simple protocol takes those.
       const results = await via.exec(text);
-      return (results[results.length - 1]?.rows ?? []) as any[];
+      return results[results.length - 1]?.rows ?? [];
     }
-    const res = await via.query(text, values as any[]);
-    return res.rows as any[];
+    const res = await via.query<Row>(text, values);
+    return res.rows;
   };
   return {
     kind: 'pglite',

@@ -1,5 +1,5 @@
 import { applyBatch, topicNames, type BusRecord, type ProjectionDefinition, type ProjectionLogic, type Rejected, type TopicNames } from '@shopstream/bus';
-import { connectPostgres, migrate, queryRows, sql, type Db } from '@shopstream/db';
+import { connectPostgres, migrate, queryRows, sql, type Db, type Row } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, dropTestDatabase } from './postgres.js';
 import { testInfra } from './testInfra.js';
@@ -34,7 +34,7 @@ export interface EmittedSpecRecord {
 export interface ThenContext {
   db: Db;
   /** The rows of a query: the then's assertions name them exactly. */
-  rows(query: ReturnType<typeof sql>): Promise<any[]>;
+  rows(query: ReturnType<typeof sql>): Promise<Row[]>;
   /** What the steps emitted, in order (the outbox's rows). */
   emitted: EmittedSpecRecord[];
   /** What the runner rejected (would dead-letter), with why; values as text. */

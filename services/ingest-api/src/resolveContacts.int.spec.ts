@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '@shopstream/db';
+import { z } from 'zod';
+import { queryRows, sql } from '@shopstream/db';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
@@ -19,8 +20,9 @@ afterAll(async () => {
   await server?.stop();
 });
 
+const contactRow = z.object({ id: z.string(), email: z.string().nullable(), phone: z.string().nullable(), remote_id: z.string().nullable(), name: z.string().nullable() });
 const rowsOf = (shopId: string) =>
-  rt.db.query(sql`SELECT id, email, phone, remote_id, name FROM contacts WHERE shop_id = ${shopId} ORDER BY created_at, id`);
+  queryRows(rt.db, sql`SELECT id, email, phone, remote_id, name FROM contacts WHERE shop_id = ${shopId} ORDER BY created_at, id`, contactRow);
 
 async function insertContact(shopId: string, c: { email?: string; phone?: string; remote_id?: string; name?: string }): Promise<string> {
   const id = randomUUID();
@@ -68,8 +70,8 @@ describe('concurrent first requests for one identity', () => {
       Array.from({ length: 12 }, (_, i) => resolveContacts(rt.db, shopId, (i % 2 === 0 ? emails : [...emails].reverse()).map((email) => ({ email })))),
     );
     const rows = await rowsOf(shopId);
-    expect(rows.map((r: any) => r.email).sort()).toEqual(emails);
-    const idOf = new Map(rows.map((r: any) => [r.email, r.id]));
+    expect(rows.map((r) => r.email).sort()).toEqual(emails);
+    const idOf = new Map(rows.map((r) => [r.email, r.id]));
     results.forEach((r, i) => expect(r.map((c) => c.id)).toEqual((i % 2 === 0 ? emails : [...emails].reverse()).map((e) => idOf.get(e))));
   });
 });
@@ -112,10 +114,10 @@ describe('resolution order and identifier gaining', () => {
     const [x, y, z] = await resolveContacts(rt.db, shopId, [{ email: 'x@example.com' }, { email: 'x@example.com', phone: '+14155552671' }, { phone: '+12025550143' }]);
     const rows = await rowsOf(shopId);
     expect(rows).toHaveLength(2);
-    const shared = rows.find((r: any) => r.email === 'x@example.com');
+    const shared = rows.find((r) => r.email === 'x@example.com');
     expect(shared).toEqual({ id: expect.any(String), email: 'x@example.com', phone: '+14155552671', remote_id: null, name: null });
-    expect([x.id, y.id]).toEqual([shared.id, shared.id]);
-    expect(z).toEqual({ id: rows.find((r: any) => r.phone === '+12025550143').id, email: null, phone: '+12025550143', remote_id: null, name: null });
+    expect([x.id, y.id]).toEqual([shared?.id, shared?.id]);
+    expect(z).toEqual({ id: rows.find((r) => r.phone === '+12025550143')?.id, email: null, phone: '+12025550143', remote_id: null, name: null });
   });
 
   it('contacts are per shop: the same email in two shops is two contacts', async () => {
@@ -151,8 +153,8 @@ describe('createContactResolver (look-ups of concurrent requests gathered)', () 
     await resolver.close();
     const rows1 = await rowsOf(s1);
     const rows2 = await rowsOf(s2);
-    const one = rows1.find((r: any) => r.email === 'one@example.com');
-    const two = rows1.find((r: any) => r.email === 'two@example.com');
+    const one = rows1.find((r) => r.email === 'one@example.com');
+    const two = rows1.find((r) => r.email === 'two@example.com');
     expect(rows1).toHaveLength(2);
     expect(one).toEqual({ id: expect.any(String), email: 'one@example.com', phone: null, remote_id: 'crm-1', name: null });
     expect(a).toEqual({ status: 'fulfilled', value: [{ ...one }] });

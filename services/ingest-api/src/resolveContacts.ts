@@ -1,5 +1,6 @@
 import { v7 as uuidv7 } from 'uuid';
-import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import { z } from 'zod';
+import { queryRows, sql, type Queryable, type SQLQuery } from '@shopstream/db';
 import type { ResolvedContact } from '@shopstream/contracts';
 
 /** A contact as an event gives it: already validated, email lower-cased, phone in E.164. */
@@ -90,13 +91,15 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
   throw new Error(`contact resolution for shop ${shopId} did not settle after ${MAX_ROUNDS} rounds of concurrent changes`);
 }
 
-interface Row {
-  id: string;
-  email: string | null;
-  phone: string | null;
-  remote_id: string | null;
-  name: string | null;
-}
+/** A contacts row as this file selects and returns it. */
+const contactRow = z.object({
+  id: z.string(),
+  email: z.string().nullable(),
+  phone: z.string().nullable(),
+  remote_id: z.string().nullable(),
+  name: z.string().nullable(),
+});
+type Row = z.infer<typeof contactRow>;
 
 const sortKey = (c: Planned): string => `${c.email ?? ''}\u0000${c.phone ?? ''}\u0000${c.remote_id ?? ''}`;
 
@@ -114,12 +117,14 @@ async function selectContacts(db: Queryable, shopId: string, queries: ContactQue
   }
   if (lookups.length === 0) return [];
   // UNION, not UNION ALL: a contact found by two identifiers is one row.
-  return db.query(sql.join(lookups, sql` UNION `));
+  return queryRows(db, sql.join(lookups, sql` UNION `), contactRow);
 }
 
 /** Fills only what is still empty, so a concurrent gain of the same field is never overwritten. */
 async function applyGains(db: Queryable, shopId: string, updates: Planned[]): Promise<Row[]> {
-  return db.query(sql`
+  return queryRows(
+    db,
+    sql`
     UPDATE contacts AS c SET
       email = coalesce(c.email, v.email),
       phone = coalesce(c.phone, v.phone),
@@ -131,7 +136,9 @@ async function applyGains(db: Queryable, shopId: string, updates: Planned[]): Pr
       sql`, `,
     )}) AS v (id, email, phone, remote_id, name)
     WHERE c.shop_id = ${shopId} AND c.id = v.id
-    RETURNING c.id, c.email, c.phone, c.remote_id, c.name`);
+    RETURNING c.id, c.email, c.phone, c.remote_id, c.name`,
+    contactRow,
+  );
 }
 
 /** Decides, from the contacts found, which query gets which contact and what must be created or filled in. */

@@ -1,4 +1,4 @@
-import { isNoDataFound, sql, type Queryable } from '@shopstream/db';
+import { isNoDataFound, queryRows, sql, type Queryable } from '@shopstream/db';
 import type { OutgoingRecord } from '../port.js';
 import { partitionFor } from './partitionFor.js';
 
@@ -51,16 +51,18 @@ export async function appendRecords(tx: Queryable, items: AppendItem[]): Promise
   }
   if (topic.length === 0) return [];
   // bus_append (migration 014): lock, move next_offset, insert, NOTIFY, in one statement and one round trip.
-  let rows: any[];
+  let rows: { topic: string; partition: number; firstOffset: string; count: number }[];
   try {
-    rows = await tx.query(sql`
-      SELECT topic, partition, first_offset, n FROM bus_append(${topic}::text[], ${partition}::integer[], ${key}::text[], ${value}::text[], ${headers}::text[])`);
+    rows = await queryRows(
+      tx,
+      sql`
+      SELECT topic, partition, first_offset, n FROM bus_append(${topic}::text[], ${partition}::integer[], ${key}::text[], ${value}::text[], ${headers}::text[])`,
+      (r) => ({ topic: String(r.topic), partition: Number(r.partition), firstOffset: String(r.first_offset), count: Number(r.n) }),
+    );
   } catch (e) {
     const detail = (e as { detail?: unknown }).detail;
     if (isNoDataFound(e) && typeof detail === 'string') throw new UnknownTopicError(detail.split(','));
     throw e;
   }
-  return rows
-    .map((r) => ({ topic: r.topic as string, partition: Number(r.partition), firstOffset: String(r.first_offset), count: Number(r.n) }))
-    .sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
+  return rows.sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : a.partition - b.partition));
 }

@@ -1,5 +1,6 @@
-import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
-import type { Conversation, ConversationResolution } from '@shopstream/contracts';
+import { z } from 'zod';
+import { queryRows, sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import { conversationResolutions, conversationStatuses, conversationTypes, type Conversation, type ConversationResolution } from '@shopstream/contracts';
 import { readKeysetPage, type KeysetSource, type PageDirection } from '@shopstream/http';
 import { keysetOrder, type Position } from '../keysetPager.js';
 import { formatMicros, type Window } from './exportRange.js';
@@ -72,7 +73,37 @@ const text = (col: string) => sql`to_char(${sql.ident(col)} AT TIME ZONE 'UTC', 
 const shortTs = (s: string): string => s.replace(/\.(\d{3})000Z$/, '.$1Z');
 const tsOrNull = (s: string | null): string | null => (s === null ? null : shortTs(s));
 
-type Row = Record<string, any> & { position: Key };
+const nullableText = z.string().nullable();
+/**
+ * A row of conversations as `fetch` selects it: timestamps as text (`text` above), the jsonb columns as the
+ * conversation projector stored them from validated records (typed here, not validated again).
+ */
+const conversationRow = z.object({
+  id: z.string(),
+  agent_id: nullableText,
+  contact_id: nullableText,
+  user_id: nullableText,
+  created_at: z.string(),
+  updated_at: z.string(),
+  escalation_time: nullableText,
+  start_time: nullableText,
+  last_message_at: nullableText,
+  resolved_at: nullableText,
+  last_message_content: nullableText,
+  summary: nullableText,
+  title: nullableText,
+  flags: z.custom<Conversation['flags']>(),
+  tags: z.custom<Conversation['tags']>(),
+  intent: z.custom<Conversation['intent']>(),
+  topic: z.custom<Conversation['topic']>(),
+  resolution: z.enum(conversationResolutions).nullable(),
+  status: z.enum(conversationStatuses).nullable(),
+  type: z.enum(conversationTypes),
+});
+type Row = z.infer<typeof conversationRow> & { position: Key };
+
+/** A row of conversation_messages as `withMessages` selects it. */
+const messageRow = z.object({ conversation_id: z.string(), id: z.string(), created_at: z.string(), text: z.string() });
 
 /**
  * The export as a keyset source: one page in at most three statements, whatever its size: the conversations
@@ -87,13 +118,19 @@ export function exportSource(db: Queryable, filters: ExportFilters): KeysetSourc
   return {
     async fetch(q) {
       const { bound, order } = keysetOrder(ordered, sql`c.id`, q, 'asc');
-      const rows = await db.query(sql`
+      return queryRows(
+        db,
+        sql`
         SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
           ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
           ${text('last_message_at')} AS last_message_at, ${text('resolved_at')} AS resolved_at,
           last_message_content, summary, title, flags, tags, intent, topic, resolution, status, type
-        FROM conversations c WHERE ${where} AND ${bound} ${order} LIMIT ${q.take}`);
-      return rows.map((r) => ({ ...r, position: [r[column], r.id] as Key }));
+        FROM conversations c WHERE ${where} AND ${bound} ${order} LIMIT ${q.take}`,
+        (row): Row => {
+          const r = conversationRow.parse(row);
+          return { ...r, position: [r[column], r.id] };
+        },
+      );
     },
     async behind({ edge, direction }) {
       // The far side of the page's edge: the other direction from it (the whole listing for an empty page).
@@ -111,14 +148,18 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
 }
 
 async function withMessages(db: Queryable, shopId: string, page: Row[]): Promise<Conversation[]> {
-  const ids = page.map((r) => r.id as string);
+  const ids = page.map((r) => r.id);
   const messageRows =
     ids.length === 0
       ? []
-      : await db.query(sql`
+      : await queryRows(
+          db,
+          sql`
           SELECT conversation_id, id, ${text('created_at')} AS created_at, text FROM conversation_messages m
           WHERE shop_id = ${shopId} AND conversation_id = ANY(${arrayLiteral(ids)}::uuid[])
-          ORDER BY m.conversation_id, m.created_at, m.id`);
+          ORDER BY m.conversation_id, m.created_at, m.id`,
+          messageRow,
+        );
   const messages = new Map<string, Conversation['messages']>();
   for (const m of messageRows) {
     const list = messages.get(m.conversation_id) ?? [];
