@@ -6,8 +6,7 @@ import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 // The export's routes with a clock seam; the query-api's index mounts the same function.
-import { exportRoutes } from '../services/query-api/src/export/routes.js';
-import { fetchExportPage } from '../services/query-api/src/export/exportPage.js';
+import { exportRoutes, fetchExportPage } from '@shopstream/query-api';
 
 const DAY = 24 * 3600 * 1000;
 /** The frozen "now" of the export under test; tests move it to show what a cursor pins. */

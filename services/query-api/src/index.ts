@@ -18,3 +18,5 @@ export async function startQueryApi(rt: Runtime): Promise<StartedService> {
 }
 
 export { exportRoutes } from './export/routes.js';
+/** One export page without cursors, over any Queryable (a test counts and explains its statements). */
+export { fetchExportPage, type ExportFilters, type PageRequest as ExportPageRequest, type PageResult as ExportPageResult } from './export/exportPage.js';
