@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
-import { randomPort, startService, until, type Service } from './services.js';
+import { serviceEnv, startScenarioService, untilReady, type Service } from './services.js';
 import type { Context } from './types.js';
 import { ownPostgres } from './ownPostgres.js';
 
@@ -35,18 +35,9 @@ export async function startAllInOne(ctx: Context, opts: { shops: number; env?: R
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     return { shopId, key, headers: { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' } };
   });
-  const env = {
-    DATABASE_URL: pg.url,
-    KAFKA_BROKERS: kafka.brokers.join(','),
-    KAFKA_PARTITIONS: '3',
-    BOOTSTRAP_API_KEYS: shops.map((s) => `${s.key}=${s.shopId}`).join(';'),
-    LOG_LEVEL: 'warn',
-    CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-    ...opts.env,
-  };
-  const service = startService(ctx.repoRoot, 'all-in-one', randomPort(), env);
-  ctx.defer(() => service.kill());
-  await until(async () => (await fetch(`${service.baseUrl}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200, 180_000, `all-in-one ready (log ${service.logFile})`, 250);
+  const env = serviceEnv({ databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: shops.map((s) => `${s.key}=${s.shopId}`).join(';') }, { KAFKA_PARTITIONS: '3', ...opts.env });
+  const service = startScenarioService(ctx, 'all-in-one', env);
+  await untilReady(service, 180_000, 250);
   ctx.log(`all-in-one ready on ${service.baseUrl} (pid ${service.process.pid})`);
   return { service, kafka, env, shops, versions: { kafka: kafka.version, postgres: pgVersion } };
 }

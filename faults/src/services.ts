@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type { Context } from './types.js';
 
 /**
  * One Shopstream service as its own process, started as `pnpm start` and the tests' spawns start them
@@ -65,3 +66,32 @@ export async function until(fn: () => Promise<boolean>, timeoutMs: number, what:
 }
 
 export const randomPort = () => 20000 + Math.floor(Math.random() * 10000);
+
+/**
+ * What every scenario's services are given: its own PostgreSQL and brokers, its API keys (BOOTSTRAP_API_KEYS,
+ * `key=shop[,shop...][;...]`), quiet logs and a fixed cursor secret; `extra` adds to or overrides these.
+ */
+export function serviceEnv(o: { databaseUrl: string; brokers: string[]; apiKeys: string }, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    DATABASE_URL: o.databaseUrl,
+    KAFKA_BROKERS: o.brokers.join(','),
+    BOOTSTRAP_API_KEYS: o.apiKeys,
+    LOG_LEVEL: 'warn',
+    CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
+    ...extra,
+  };
+}
+
+/** startService on a random port, killed when the scenario ends. */
+export function startScenarioService(ctx: Context, name: string, env: Record<string, string>): Service {
+  const service = startService(ctx.repoRoot, name, randomPort(), env);
+  ctx.defer(() => service.kill());
+  return service;
+}
+
+/** Whether the service answers GET /readyz with 200 within 3 s. */
+export const isReady = async (s: Service): Promise<boolean> => (await fetch(`${s.baseUrl}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
+
+/** Waits until the service is ready; throws after timeoutMs, naming its log file. */
+export const untilReady = (s: Service, timeoutMs: number, intervalMs?: number): Promise<number> =>
+  until(() => isReady(s), timeoutMs, `${s.name} ready (log ${s.logFile})`, intervalMs);

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
-import { randomPort, startService, until } from '../services.js';
+import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -71,25 +71,14 @@ export const brokerOutage: Scenario = {
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     const prefix = 'shopstream.';
-    const env = {
-      DATABASE_URL: pg.url,
-      KAFKA_BROKERS: first.brokers.join(','),
-      BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
-      CONSUMER_GROUP_PREFIX: prefix,
-      LOG_LEVEL: 'warn',
-      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-    };
-    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
-    ctx.defer(() => ingest.kill());
-    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
+    const env = serviceEnv({ databaseUrl: pg.url, brokers: first.brokers, apiKeys: `${key}=${shopId}` }, { CONSUMER_GROUP_PREFIX: prefix });
+    const ingest = startScenarioService(ctx, 'ingest-api', env);
     // ingest first: it creates the topics the consumers subscribe to.
-    await until(() => ready(ingest.baseUrl), 120_000, `ingest-api ready (log ${ingest.logFile})`);
-    const projector = startService(ctx.repoRoot, 'activity-projector', randomPort(), env);
-    ctx.defer(() => projector.kill());
-    const matcher = startService(ctx.repoRoot, 'flow-matcher', randomPort(), env);
-    ctx.defer(() => matcher.kill());
-    await until(() => ready(projector.baseUrl), 120_000, `activity-projector ready (log ${projector.logFile})`);
-    await until(() => ready(matcher.baseUrl), 120_000, `flow-matcher ready (log ${matcher.logFile})`);
+    await untilReady(ingest, 120_000);
+    const projector = startScenarioService(ctx, 'activity-projector', env);
+    const matcher = startScenarioService(ctx, 'flow-matcher', env);
+    await untilReady(projector, 120_000);
+    await untilReady(matcher, 120_000);
     ctx.log('services ready; load starts');
 
     // Each projector's progress, as its checkpoint (projection_offsets, written in the transaction that

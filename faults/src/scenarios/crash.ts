@@ -5,7 +5,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
-import { fromSource, randomPort, startService, until, type Service } from '../services.js';
+import { fromSource, randomPort, serviceEnv, startService, until, untilReady, type Service } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -132,13 +132,7 @@ export const crash: Scenario = {
 
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
-    const env = {
-      DATABASE_URL: pg.url,
-      KAFKA_BROKERS: kafka.brokers.join(','),
-      BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
-      LOG_LEVEL: 'warn',
-      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-    };
+    const env = serviceEnv({ databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: `${key}=${shopId}` });
     const ports: Record<string, number> = {};
     const current: Record<string, Service> = {};
     const start = (name: string) => {
@@ -151,11 +145,9 @@ export const crash: Scenario = {
       await Promise.allSettled(Object.values(current).map((s) => s.kill()));
     });
     // ingest-api first: it creates the topics and applies the migrations the others then find.
-    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
-    start('ingest-api');
-    await until(() => ready(current['ingest-api'].baseUrl), 120_000, `ingest-api ready (log ${current['ingest-api'].logFile})`);
+    await untilReady(start('ingest-api'), 120_000);
     for (const n of ['query-api', 'activity-projector', 'flow-matcher', 'conversation-projector']) start(n);
-    for (const n of Object.keys(current)) await until(() => ready(current[n].baseUrl), 120_000, `${n} ready (log ${current[n].logFile})`);
+    for (const s of Object.values(current)) await untilReady(s, 120_000);
     const ingestUrl = () => current['ingest-api'].baseUrl;
     const queryUrl = current['query-api'].baseUrl;
     const auth = { authorization: `Bearer ${key}`, 'x-shop-id': shopId };

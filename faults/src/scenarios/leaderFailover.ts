@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
-import { randomPort, startService, until } from '../services.js';
+import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -59,24 +59,19 @@ export const leaderFailover: Scenario = {
 
     const shops = Array.from({ length: SHOPS }, () => randomUUID());
     const key = `faults_${randomBytes(24).toString('base64url')}`;
-    const env = {
-      DATABASE_URL: pg.url,
-      KAFKA_BROKERS: cluster.brokers.join(','),
-      // KAFKA_REPLICATION defaults to 1 and is passed to CreateTopics explicitly, so the broker's
-      // default.replication.factor never applies: a cluster must be given its replication here.
-      KAFKA_REPLICATION: '3',
-      KAFKA_PARTITIONS: String(PARTITIONS),
-      BOOTSTRAP_API_KEYS: `${key}=${shops.join(',')}`,
-      LOG_LEVEL: 'warn',
-      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-    };
-    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
-    ctx.defer(() => ingest.kill());
-    const projector = startService(ctx.repoRoot, 'activity-projector', randomPort(), env);
-    ctx.defer(() => projector.kill());
-    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
-    await until(() => ready(ingest.baseUrl), 180_000, `ingest-api ready (log ${ingest.logFile})`);
-    await until(() => ready(projector.baseUrl), 180_000, `activity-projector ready (log ${projector.logFile})`);
+    const env = serviceEnv(
+      { databaseUrl: pg.url, brokers: cluster.brokers, apiKeys: `${key}=${shops.join(',')}` },
+      {
+        // KAFKA_REPLICATION defaults to 1 and is passed to CreateTopics explicitly, so the broker's
+        // default.replication.factor never applies: a cluster must be given its replication here.
+        KAFKA_REPLICATION: '3',
+        KAFKA_PARTITIONS: String(PARTITIONS),
+      },
+    );
+    const ingest = startScenarioService(ctx, 'ingest-api', env);
+    const projector = startScenarioService(ctx, 'activity-projector', env);
+    await untilReady(ingest, 180_000);
+    await untilReady(projector, 180_000);
 
     // What the services made of the topic: replicas and min.insync.replicas of `events`.
     const adminOf = (brokers: string[]) =>

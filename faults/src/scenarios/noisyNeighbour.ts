@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { startLocalKafka } from '@shopstream/testkit';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
-import { randomPort, startService, until } from '../services.js';
+import { serviceEnv, startScenarioService, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -102,19 +102,12 @@ export const noisyNeighbour: Scenario = {
     // One key and shop per producer: the noisy one first.
     const producers = Array.from({ length: neighbours + 1 }, () => ({ shopId: randomUUID(), key: `faults_${randomBytes(24).toString('base64url')}` }));
     const headersOf = (p: { shopId: string; key: string }) => ({ authorization: `Bearer ${p.key}`, 'x-shop-id': p.shopId, 'content-type': 'application/json' });
-    const env = {
-      DATABASE_URL: pg.url,
-      KAFKA_BROKERS: kafka.brokers.join(','),
-      BOOTSTRAP_API_KEYS: producers.map((p) => `${p.key}=${p.shopId}`).join(';'),
-      LOG_LEVEL: 'warn',
-      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-      INGEST_RATE_LIMIT_PER_SECOND: String(PER_SECOND),
-      INGEST_RATE_LIMIT_PER_MINUTE: String(PER_MINUTE),
-      INGEST_RATE_LIMIT_CHUNK: String(CHUNK),
-    };
-    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
-    ctx.defer(() => ingest.kill());
-    await until(async () => (await fetch(`${ingest.baseUrl}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200, 120_000, `ingest-api ready (log ${ingest.logFile})`);
+    const env = serviceEnv(
+      { databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: producers.map((p) => `${p.key}=${p.shopId}`).join(';') },
+      { INGEST_RATE_LIMIT_PER_SECOND: String(PER_SECOND), INGEST_RATE_LIMIT_PER_MINUTE: String(PER_MINUTE), INGEST_RATE_LIMIT_CHUNK: String(CHUNK) },
+    );
+    const ingest = startScenarioService(ctx, 'ingest-api', env);
+    await untilReady(ingest, 120_000);
     ctx.log('ingest-api ready; neighbours start');
 
     // The neighbours: open loop, each at neighbourRate, half their events with a contact (a database look-up).

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from '@shopstream/db';
 import { startLocalKafka } from '@shopstream/testkit';
-import { randomPort, startService, until } from '../services.js';
+import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -28,20 +28,11 @@ export const postgresOutage: Scenario = {
 
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
-    const env = {
-      DATABASE_URL: pg.url,
-      KAFKA_BROKERS: kafka.brokers.join(','),
-      BOOTSTRAP_API_KEYS: `${key}=${shopId}`,
-      LOG_LEVEL: 'warn',
-      CURSOR_SECRET: 'faults-cursor-secret-0123456789abcdef',
-    };
-    const ingest = startService(ctx.repoRoot, 'ingest-api', randomPort(), env);
-    ctx.defer(() => ingest.kill());
-    const projector = startService(ctx.repoRoot, 'activity-projector', randomPort(), env);
-    ctx.defer(() => projector.kill());
-    const ready = async (base: string) => (await fetch(`${base}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
-    await until(() => ready(ingest.baseUrl), 120_000, `ingest-api ready (log ${ingest.logFile})`);
-    await until(() => ready(projector.baseUrl), 120_000, `activity-projector ready (log ${projector.logFile})`);
+    const env = serviceEnv({ databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: `${key}=${shopId}` });
+    const ingest = startScenarioService(ctx, 'ingest-api', env);
+    const projector = startScenarioService(ctx, 'activity-projector', env);
+    await untilReady(ingest, 120_000);
+    await untilReady(projector, 120_000);
     ctx.log('services ready; load starts');
 
     const headers = { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' };
