@@ -1,6 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
+import type { KafkaHandle } from '@shopstream/testkit';
+import { ownKafka } from './ownKafka.js';
 import { serviceEnv, startScenarioService, untilReady, type Service } from './services.js';
 import type { Context } from './types.js';
 import { ownPostgres } from './ownPostgres.js';
@@ -27,9 +28,7 @@ export interface AllInOne {
 export async function startAllInOne(ctx: Context, opts: { shops: number; env?: Record<string, string> }): Promise<AllInOne> {
   const pg = await ownPostgres(ctx, { poolSize: 1 });
   const pgVersion = pg.version;
-  const kafka = await startLocalKafka({});
-  ctx.defer(() => kafka.stop());
-  ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+  const kafka = await ownKafka(ctx);
   const shops = Array.from({ length: opts.shops }, () => {
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;

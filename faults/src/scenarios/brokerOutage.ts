@@ -6,6 +6,7 @@ import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
 import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -272,17 +273,8 @@ export const brokerOutage: Scenario = {
     ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
 
     // Projection caught up: every accepted event an activity.
-    const missing = async () => {
-      const rows = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${accepted}::uuid[])`);
-      return accepted.length - Number(rows[0].n);
-    };
-    let caughtUpAt: number | undefined;
-    try {
-      await until(async () => (await missing()) === 0, 120_000, 'projection caught up', 250);
-      caughtUpAt = Date.now();
-    } catch {
-      caughtUpAt = undefined;
-    }
+    const missing = () => missingActivities(db, accepted, shopId);
+    const caughtUpAt = await whenCaughtUp(missing);
     sampling = false;
     await sampler;
     const lost = await missing();

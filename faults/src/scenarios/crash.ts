@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs';
 import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
 import { queryRows, sql, type Db } from '@shopstream/db';
-import { startLocalKafka } from '@shopstream/testkit';
+import { ownKafka } from '../ownKafka.js';
 import { fromSource, randomPort, serviceEnv, startService, until, untilReady, type Service } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
@@ -126,9 +126,7 @@ export const crash: Scenario = {
     const pg = await ownPostgres(ctx, { poolSize: 4 });
     const owner: Db = pg.db;
     const pgVersion = pg.version;
-    const kafka = await startLocalKafka({});
-    ctx.defer(() => kafka.stop());
-    ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+    const kafka = await ownKafka(ctx);
 
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;

@@ -3,6 +3,7 @@ import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -231,17 +232,9 @@ export const leaderFailover: Scenario = {
     ctx.log(`load stopped: ${sent} sent, ${accepted.length} accepted`);
 
     const ids = accepted.map((a) => a.id);
-    const missing = async () => {
-      const rows = await owner.query(sql`SELECT count(*)::int AS n FROM activities WHERE id = ANY(${ids}::uuid[])`);
-      return ids.length - Number(rows[0].n);
-    };
-    let caughtUpMs: number | undefined;
-    try {
-      await until(async () => (await missing()) === 0, 120_000, 'projection caught up', 250);
-      caughtUpMs = Date.now() - loadEndedAt;
-    } catch {
-      caughtUpMs = undefined;
-    }
+    const missing = () => missingActivities(owner, ids);
+    const caughtUpAt = await whenCaughtUp(missing);
+    const caughtUpMs = caughtUpAt === undefined ? undefined : caughtUpAt - loadEndedAt;
     watching = false;
     await watcher;
     const lostIds = new Set(ids);

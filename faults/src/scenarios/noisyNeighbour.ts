@@ -3,7 +3,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { Pool } from 'undici';
-import { startLocalKafka } from '@shopstream/testkit';
+import { ownKafka } from '../ownKafka.js';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
 import { serviceEnv, startScenarioService, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
@@ -95,9 +95,7 @@ export const noisyNeighbour: Scenario = {
 
     const pg = await ownPostgres(ctx, { poolSize: 1 });
     const pgVersion = pg.version;
-    const kafka = await startLocalKafka({});
-    ctx.defer(() => kafka.stop());
-    ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+    const kafka = await ownKafka(ctx);
 
     // One key and shop per producer: the noisy one first.
     const producers = Array.from({ length: neighbours + 1 }, () => ({ shopId: randomUUID(), key: `faults_${randomBytes(24).toString('base64url')}` }));

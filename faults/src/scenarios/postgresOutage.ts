@@ -1,7 +1,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from '@shopstream/db';
-import { startLocalKafka } from '@shopstream/testkit';
-import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { ownKafka } from '../ownKafka.js';
+import { serviceEnv, startScenarioService, untilReady } from '../services.js';
+import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -22,9 +23,7 @@ export const postgresOutage: Scenario = {
 
     const pg = await ownPostgres(ctx);
     const pgVersion = pg.version;
-    const kafka = await startLocalKafka({});
-    ctx.defer(() => kafka.stop());
-    ctx.log(`Kafka ${kafka.version} on ${kafka.brokers.join(',')}`);
+    const kafka = await ownKafka(ctx);
 
     const shopId = randomUUID();
     const key = `faults_${randomBytes(24).toString('base64url')}`;
@@ -134,17 +133,9 @@ export const postgresOutage: Scenario = {
 
     // Projection caught up: every accepted event an activity. The time counts from PostgreSQL's return.
     const db = pg.db;
-    const missing = async () => {
-      const rows = await db.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${accepted}::uuid[])`);
-      return accepted.length - Number(rows[0].n);
-    };
-    let caughtUpMs: number | undefined;
-    try {
-      await until(async () => (await missing()) === 0, 120_000, 'projection caught up', 250);
-      caughtUpMs = Date.now() - pgBackAt;
-    } catch {
-      caughtUpMs = undefined;
-    }
+    const missing = () => missingActivities(db, accepted, shopId);
+    const caughtUpAt = await whenCaughtUp(missing);
+    const caughtUpMs = caughtUpAt === undefined ? undefined : caughtUpAt - pgBackAt;
     const lost = await missing();
     const [tl] = await db.query(sql`
       SELECT count(*)::int AS doubled FROM (
