@@ -4,6 +4,7 @@
  * NOISY_SCHEDULE in turn, open loop, at most NOISY_INFLIGHT at a time (a request not sent because that many
  * are in flight counts as `skipped`); prints a line as each phase starts, then its counts as one JSON line.
  */
+import { jsonOrUndefined } from './services.js';
 import { Pool } from 'undici';
 
 const base = process.env.NOISY_URL!;
@@ -50,12 +51,7 @@ async function one(i: number, t0: number): Promise<void> {
       const s = Math.floor((Date.now() - t0) / 1000);
       acceptedBySecond[s] = (acceptedBySecond[s] ?? 0) + 1;
     } else {
-      let parsed: any;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = undefined;
-      }
+      const parsed = jsonOrUndefined(text);
       if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
       if (res.statusCode === 429 && !res.headers['retry-after']) withoutRetryAfter++;
     }

@@ -89,6 +89,15 @@ export function startScenarioService(ctx: Context, name: string, env: Record<str
   return service;
 }
 
+/** A response body parsed as JSON (bodies of several shapes, read field by field), or undefined when it is not JSON. */
+export function jsonOrUndefined(text: string): any {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
 /** Whether the service answers GET /readyz with 200 within 3 s. */
 export const isReady = async (s: Service): Promise<boolean> => (await fetch(`${s.baseUrl}/readyz`, { signal: AbortSignal.timeout(3_000) })).status === 200;
 

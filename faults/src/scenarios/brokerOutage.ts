@@ -5,7 +5,7 @@ import path from 'node:path';
 import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
-import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, until, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
@@ -177,12 +177,7 @@ export const brokerOutage: Scenario = {
         );
         status = String(res.statusCode);
         const text = await res.body.text();
-        let parsed: any;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = undefined;
-        }
+        const parsed = jsonOrUndefined(text);
         const ok = res.statusCode === (bulk ? 200 : 202);
         if (ok) {
           // A bulk answer is per event: each success is an accepted event; an error item would be the test's own bad event.

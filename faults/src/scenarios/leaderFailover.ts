@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
-import { serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, until, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
@@ -115,12 +115,7 @@ export const leaderFailover: Scenario = {
         const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, { method: 'POST', headers: headers(shops[shopIdx]), body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
         status = String(res.status);
         const text = await res.text();
-        let parsed: any;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = undefined;
-        }
+        const parsed = jsonOrUndefined(text);
         if (res.status === 202) accepted.push({ id: parsed.activity_id, sentAt, answeredAt: Date.now(), partition: partitionOf[shopIdx] });
         else if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
         if (res.status === 503 && !res.headers.get('retry-after')) without503RetryAfter++;

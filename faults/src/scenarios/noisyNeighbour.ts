@@ -5,7 +5,7 @@ import path from 'node:path';
 import { Pool } from 'undici';
 import { ownKafka } from '../ownKafka.js';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
-import { serviceEnv, startScenarioService, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '../services.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 
@@ -126,12 +126,7 @@ export const noisyNeighbour: Scenario = {
         const text = await res.body.text();
         if (res.statusCode === 202 && !res.headers['ratelimit-policy']) withoutHeaders++;
         if (res.statusCode !== 202) {
-          let parsed: any;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            parsed = undefined;
-          }
+          const parsed = jsonOrUndefined(text);
           if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
         }
       } catch {

@@ -1,7 +1,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { sql } from '@shopstream/db';
 import { ownKafka } from '../ownKafka.js';
-import { serviceEnv, startScenarioService, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
@@ -59,12 +59,7 @@ export const postgresOutage: Scenario = {
         const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
         status = String(res.status);
         const text = await res.text();
-        let parsed: any;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          parsed = undefined;
-        }
+        const parsed = jsonOrUndefined(text);
         if (res.status === 202) {
           accepted.push(parsed.activity_id);
           if (withContact && pgBackAt && !firstContact202AfterBack && t0 >= pgBackAt) firstContact202AfterBack = Date.now();
