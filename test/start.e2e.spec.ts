@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { waitFor } from '@shopstream/testkit/harness';
+import { exitOf, waitFor } from '@shopstream/testkit/harness';
 
 // `pnpm start` as a user runs it: a child process, real HTTP, nothing shared with the test but the
 // data directory (embedded) or the Kafka broker and Postgres server (distributed).
@@ -294,10 +294,7 @@ describe('a signal during start-up', () => {
       // The data directory's lock is taken while the runtime opens: start-up is under way, handlers installed.
       await waitFor(() => existsSync(path.join(dataDir, 'shopstream.lock')) || undefined, { timeoutMs: 60_000, intervalMs: 20, message: 'the data directory lock' });
       child.kill('SIGTERM');
-      const code = await waitFor(() => (child.exitCode !== null || child.signalCode !== null ? { code: child.exitCode, signal: child.signalCode } : undefined), {
-        timeoutMs: 60_000,
-        message: 'exit after SIGTERM',
-      });
+      const code = await exitOf(child, { timeoutMs: 60_000, message: 'exit after SIGTERM' });
       children.delete(child);
       expect({ ...code, out: out.slice(-2000) }).toMatchObject({ code: 0, signal: null });
       expect(out).toContain('SIGTERM during start-up');

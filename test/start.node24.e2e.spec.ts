@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '@shopstream/testkit/harness';
+import { exitOf, waitFor } from '@shopstream/testkit/harness';
 
 // The image's command line on the image's Node: `pnpm build`, then the Dockerfile's ENTRYPOINT exactly as it
 // is written, run by Node 24 LTS (engines still admits 20, which this suite itself may run on). Node 24 comes
@@ -82,10 +82,7 @@ describe('the built image command on Node 24 LTS', () => {
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
 
       child.kill('SIGTERM');
-      const exit = await waitFor(() => (child.exitCode !== null || child.signalCode !== null ? { code: child.exitCode, signal: child.signalCode } : undefined), {
-        timeoutMs: 30_000,
-        message: 'exit after SIGTERM',
-      });
+      const exit = await exitOf(child, { timeoutMs: 30_000, message: 'exit after SIGTERM' });
       children.delete(child);
       expect({ ...exit, out: out.slice(-2000) }).toMatchObject({ code: 0, signal: null });
       expect(out).toContain('"msg":"stopping: draining requests and work in hand"');

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
@@ -61,6 +62,14 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
     }
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
   }
+}
+
+/** Waits until a child process has exited: its exit code and the signal that ended it. */
+export function exitOf(child: ChildProcess, opts: { timeoutMs: number; message?: string }): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  return waitFor(() => (child.exitCode !== null || child.signalCode !== null ? { code: child.exitCode, signal: child.signalCode } : undefined), {
+    timeoutMs: opts.timeoutMs,
+    message: opts.message ?? 'exit',
+  });
 }
 
 /**
