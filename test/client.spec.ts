@@ -1,17 +1,14 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShopstreamClient, ShopstreamError, type EventInput } from '@shopstream/client';
 import { headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
-import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
+import { sql, type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 
 /**
  * @shopstream/client against the real server: what it sends is counted through a fetch that wraps the real
@@ -124,9 +121,7 @@ describe('on Kafka and PostgreSQL', () => {
 });
 
 describe('through an outage of the log', () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-client-outage-'));
-  chmodSync(dir, 0o755); // as root, the embedded PostgreSQL runs as another OS user, who must enter it
-  const dataDir = path.join(dir, 'data');
+  const pg = ownTestPostgres('client-outage');
   let owner: Db | undefined;
   let rt: Runtime | undefined;
   let server: TestServer | undefined;
@@ -134,14 +129,13 @@ describe('through an outage of the log', () => {
     await server?.stop().catch(() => {});
     await rt?.close().catch(() => {});
     await owner?.close().catch(() => {});
-    rmSync(dir, { recursive: true, force: true });
+    pg.remove();
   });
 
   it('retries a 503 after its Retry-After until the event is taken', async () => {
     // The Postgres-log bus on a PostgreSQL of the test's own: stopping it makes ingest answer 503 with Retry-After.
-    owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-    const { port } = runningServer(dataDir)!;
-    rt = await startTestRuntime({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/shopstream`, KAFKA_BROKERS: '' }, 'client-outage');
+    owner = await pg.start();
+    rt = await startTestRuntime({ DATABASE_URL: pg.url, KAFKA_BROKERS: '' }, 'client-outage');
     server = await startTestServer(rt, [await startIngestApi(rt)]);
     const shop = await createTestShop(rt);
     const counted = countingFetch();
@@ -151,7 +145,7 @@ describe('through an outage of the log', () => {
     owner = undefined;
     const during = c.recordEvent({ name: 'during', metric: { metric_name: 'm' }, remote_id: 'during-1', remote_platform: 'test' });
     await waitFor(() => counted.calls.some((x) => x.status === 503), { message: 'a 503 while the log is down', timeoutMs: 30_000 });
-    owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port });
+    owner = await pg.start();
     const accepted = await during;
     expect(accepted.activity_id).toBeTruthy();
     expect(counted.calls.map((x) => x.status)).toEqual([202, ...counted.calls.slice(1, -1).map(() => 503), 202]);

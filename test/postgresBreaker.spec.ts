@@ -1,30 +1,24 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { connectPostgres, DatabaseUnavailableError, openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
-import { waitFor } from '@shopstream/testkit/harness';
+import { connectPostgres, DatabaseUnavailableError, sql, type Db } from '@shopstream/db';
+import { ownTestPostgres, waitFor } from '@shopstream/testkit/harness';
 
 /**
  * connectPostgres's circuit breaker: once the server is gone, queries fail with DatabaseUnavailableError
  * without entering the pool (whose connection attempts take seconds each), and the same Db serves again by
  * itself once the server is back: nobody has to reopen it. A PostgreSQL of the test's own, stopped and started.
  */
-const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-pg-breaker-'));
-chmodSync(dir, 0o755); // as root, the server runs as another OS user, who must be able to enter it
-const dataDir = path.join(dir, 'data');
+const pg = ownTestPostgres('pg-breaker');
 let owner: Db | undefined;
 let db: Db | undefined;
 afterAll(async () => {
   await db?.close().catch(() => {});
   await owner?.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
+  pg.remove();
 });
 
 it('opens on an outage (every query refused as unavailable, none queued) and closes by itself when the server is back', async () => {
-  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-  const { port } = runningServer(dataDir)!;
-  db = connectPostgres({ url: `postgres://postgres@127.0.0.1:${port}/shopstream`, poolSize: 2 });
+  owner = await pg.start();
+  db = connectPostgres({ url: pg.url, poolSize: 2 });
   expect((await db.query(sql`SELECT 1 AS one`))[0].one).toBe(1);
 
   await owner.close(); // pg_ctl stop
@@ -43,7 +37,7 @@ it('opens on an outage (every query refused as unavailable, none queued) and clo
     expect((r as PromiseRejectedResult).reason).toBeInstanceOf(DatabaseUnavailableError);
   }
 
-  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port });
+  owner = await pg.start();
   const one = await waitFor(async () => (await db!.query(sql`SELECT 1 AS one`))[0].one, { timeoutMs: 30_000, message: 'the same Db answering again' });
   expect(one).toBe(1);
 }, 120_000);

@@ -1,12 +1,9 @@
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
+import { type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
 
 /**
  * PostgreSQL stopped under the services, then started again: requests that need it are answered 503
@@ -15,9 +12,7 @@ import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestSe
  * before, and everything answers again once it is back. A PostgreSQL of the test's own (the embedded mode's
  * engine in a temporary directory), so stopping it disturbs no one.
  */
-const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-pg-outage-'));
-chmodSync(dir, 0o755); // as root, the server runs as another OS user, who must be able to enter it
-const dataDir = path.join(dir, 'data');
+const pg = ownTestPostgres('pg-outage');
 let owner: Db | undefined;
 let rt: Runtime | undefined;
 let server: TestServer | undefined;
@@ -25,14 +20,13 @@ afterAll(async () => {
   await server?.stop().catch(() => {});
   await rt?.close().catch(() => {});
   await owner?.close().catch(() => {});
-  rmSync(dir, { recursive: true, force: true });
+  pg.remove();
 });
 
 it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking contactless events from known keys, and recovers', async () => {
-  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1 });
-  const { port } = runningServer(dataDir)!;
+  owner = await pg.start();
   // A key cache of 200 ms: the outage outlasts it, so the key must come from the cache kept through the outage.
-  rt = await startTestRuntime({ DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/shopstream`, API_KEY_CACHE_TTL_MS: '200',
+  rt = await startTestRuntime({ DATABASE_URL: pg.url, API_KEY_CACHE_TTL_MS: '200',
     // The per-key ingest limit on, at its defaults: it leases from Postgres and must fail open without it.
     INGEST_RATE_LIMIT_PER_SECOND: '350', INGEST_RATE_LIMIT_PER_MINUTE: '3500' }, 'pg-outage');
   server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
@@ -73,7 +67,7 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   expect(ready.status).toBe(503);
   expect(ready.body.checks).toMatchObject({ database: false, bus: true });
 
-  owner = await openEmbeddedPostgres(dataDir, { poolSize: 1, port });
+  owner = await pg.start();
   await waitFor(async () => (await call('POST', '/v2026-04/events/', withContact)).status === 202, { timeoutMs: 30_000, message: 'ingest with a contact after the database came back' });
   expect((await call('GET', '/readyz')).status).toBe(200);
   expect((await call('GET', '/v2026-04/flows/')).status).toBe(200);

@@ -1,5 +1,9 @@
 import type { ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
 import type { BusRecord } from '@shopstream/bus';
@@ -62,6 +66,31 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
     }
     await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
   }
+}
+
+/**
+ * A PostgreSQL of the test's own (the embedded mode's engine in a temporary directory), so stopping it
+ * disturbs no one. `start` starts it (again on the same port after a stop) and gives the owner's connection,
+ * whose close is a `pg_ctl stop`; `url` is the database's once started; `remove` deletes the directory.
+ */
+export function ownTestPostgres(name: string): { dataDir: string; start(): Promise<Db>; readonly url: string; remove(): void } {
+  const dir = mkdtempSync(path.join(tmpdir(), `shopstream-${name}-`));
+  chmodSync(dir, 0o755); // as root, the server runs as another OS user, who must be able to enter it
+  const dataDir = path.join(dir, 'data');
+  let port: number | undefined;
+  return {
+    dataDir,
+    async start() {
+      const owner = await openEmbeddedPostgres(dataDir, port === undefined ? { poolSize: 1 } : { poolSize: 1, port });
+      port ??= runningServer(dataDir)!.port;
+      return owner;
+    },
+    get url() {
+      if (port === undefined) throw new Error('ownTestPostgres: not started');
+      return `postgres://postgres@127.0.0.1:${port}/shopstream`;
+    },
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  };
 }
 
 /** Waits until a child process has exited: its exit code and the signal that ended it. */
