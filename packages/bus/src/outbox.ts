@@ -1,6 +1,8 @@
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { canCopy, copyRows, sql, type Db, type Queryable } from '@shopstream/db';
 import { counter, type Logger } from '@shopstream/telemetry';
 import type { Bus, OutgoingRecord } from './port.js';
+
+const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
 const published = counter('shopstream_outbox_published_total', 'Outbox records relayed to their topic, by topic.', ['topic']);
 
@@ -15,11 +17,17 @@ export interface EmittedRecord extends OutgoingRecord {
  */
 export async function appendToOutbox(tx: Queryable, records: EmittedRecord[]): Promise<void> {
   if (records.length === 0) return;
+  const text = (v: EmittedRecord['value']) => (typeof v === 'string' ? v : v.toString('utf8'));
+  // PostgreSQL: COPY, about twice the rows per second of the unnest insert (bench/README.md, projector).
+  if (canCopy(tx)) {
+    await copyRows(tx, 'outbox', OUTBOX_COLUMNS, records.map((r) => [r.topic, r.key, text(r.value), JSON.stringify(r.headers ?? {})]));
+    return;
+  }
   await tx.query(sql`
     INSERT INTO outbox (topic, key, value, headers)
     SELECT * FROM unnest(
       ${records.map((r) => r.topic)}::text[], ${records.map((r) => r.key)}::text[],
-      ${records.map((r) => (typeof r.value === 'string' ? r.value : r.value.toString('utf8')))}::text[],
+      ${records.map((r) => text(r.value))}::text[],
       ${records.map((r) => JSON.stringify(r.headers ?? {}))}::jsonb[])`);
 }
 

@@ -4,3 +4,4 @@ export { migrate } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
 export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';
 export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';
+export { copyRows, canCopy, type CopyValue } from './copy.js';
