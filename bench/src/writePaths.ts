@@ -14,12 +14,12 @@ import { eventMaker, eventRecordOf } from './events.js';
 
 export const BASELINE_BATCH = 1_000;
 
-export type WritePath = 'insert' | 'copy';
+type WritePath = 'insert' | 'copy';
 
 const ACTIVITY_COLUMNS = ['shop_id', 'id', 'name', 'description', 'event_time', 'recorded_at', 'metric', 'contact_id', 'contact', 'remote_id', 'remote_platform'];
 
 /** The projector's three tables' rows for one batch of events, bare. */
-export async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): Promise<void> {
+async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): Promise<void> {
   const outbox = events.map((e) => metricRecord(metricEventOf(e), 'metrics'));
   const timeline = events.filter((e) => e.contact !== null);
   if (how === 'copy') {

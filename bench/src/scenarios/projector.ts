@@ -11,9 +11,9 @@ import { cpuMeter } from '@shopstream/testkit/cpu';
 import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 
 /**
- * The activity projector draining a pre-filled `events` topic, against a bare multi-row insert of the
- * same rows into the same tables (activities, contact_timeline, outbox), one transaction per
- * batch on one connection, as the projector does.
+ * The activity projector draining a pre-filled `events` topic, against the best bare write of the same rows
+ * into the same tables (activities, contact_timeline, outbox): a multi-row insert and a COPY, one transaction
+ * per 1,000 rows on one connection (writePaths.ts).
  */
 export async function projector(b: Bench): Promise<ScenarioResult> {
   const total = b.opts.events;
