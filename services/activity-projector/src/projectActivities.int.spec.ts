@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canCopy, connectPostgres, migrate, openPglite, sql, type Db } from '@shopstream/db';
+import { canCopy, connectPostgres, migrate, openPglite, queryRows, sql, type Db } from '@shopstream/db';
 import type { EventRecord } from '@shopstream/contracts';
 import type { ValidRecord } from '@shopstream/bus';
 import { createTestDatabase, dropTestDatabase, testInfra } from '@shopstream/testkit';
@@ -45,7 +45,11 @@ for (const engine of ['postgres', 'pglite'] as const) {
     });
     const apply = (rs: EventRecord[]) => db.tx((tx) => projectActivities(tx, valid(rs)));
     const stored = async (rs: EventRecord[]) =>
-      db.query(sql`SELECT id, name, description, metric, contact, event_time, recorded_at FROM activities WHERE id = ANY(${rs.map((r) => r.activity_id)}::uuid[]) ORDER BY event_time`);
+      queryRows(
+        db,
+        sql`SELECT id, name, description, metric, contact, event_time, recorded_at FROM activities WHERE id = ANY(${rs.map((r) => r.activity_id)}::uuid[]) ORDER BY event_time`,
+        (r) => ({ id: r.id, name: r.name, description: r.description, metric: r.metric, contact: r.contact, recorded_at: r.recorded_at instanceof Date ? r.recorded_at : new Date(String(r.recorded_at)) }),
+      );
 
     it(`goes by ${engine === 'postgres' ? 'COPY' : 'multi-row insert'}`, async () => {
       expect(await db.tx(async (tx) => canCopy(tx))).toBe(engine === 'postgres');
