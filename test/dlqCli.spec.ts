@@ -12,7 +12,7 @@ import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import type { BusRecord, DeadLetter, RedriveReport } from '@shopstream/bus';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
-import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * `pnpm cli dlq list|redrive` as an operator runs them: a record the activity projector dead-lettered is

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

@@ -11,7 +11,7 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /** `pnpm cli projections status|rebuild` as an operator runs them, against running services. */
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');

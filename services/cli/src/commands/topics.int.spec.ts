@@ -8,7 +8,7 @@ import { connectPostgres, migrate, sql } from '@shopstream/db';
 import { checkTopicRetention, type Runtime } from '@shopstream/runtime';
 import { createLogger, type Logger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { startTestRuntime } from '@shopstream/testkit/harness';
+import { startTestRuntime } from '@shopstream/harness';
 import { ensureTopics } from './topics.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');

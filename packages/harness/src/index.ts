@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
 import type { BusRecord } from '@shopstream/bus';
-import { createTestDatabase, testInfra, uniquePrefix } from './index.js';
+import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
+
+export { waitFor };
 
 /**
  * A Runtime on the run's real Kafka and Postgres, with a database and topic names of its own, so spec
@@ -43,24 +45,6 @@ export async function startTestServer(rt: Runtime, services: StartedService[]): 
 export async function createTestShop(rt: Runtime, shopId: string = randomUUID()): Promise<{ shopId: string; key: string; headers: Record<string, string> }> {
   const { secret } = await rt.apiKeys.create([shopId], 'test');
   return { shopId, key: secret, headers: { authorization: `Bearer ${secret}`, 'x-shop-id': shopId, 'content-type': 'application/json' } };
-}
-
-/** Polls until fn returns something other than undefined/false/null, or fails with message after timeoutMs. */
-export async function waitFor<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {}): Promise<T> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== null && v !== false) return v as T;
-    } catch (e) {
-      lastError = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${opts.message ?? 'condition'} not met within ${opts.timeoutMs ?? 20_000} ms${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
-  }
 }
 
 /**
