@@ -5,7 +5,7 @@ import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
 import type { Queryable } from '@shopstream/db';
 import { exportCursorCodec, filterFingerprint, type ExportCursor } from './exportCursor.js';
 import { fetchExportPage, type ExportFilters, type Key } from './exportPage.js';
-import { canonicalRange, parseRange, resolveRange, type ParsedRange, type Window } from './exportRange.js';
+import { canonicalRange, parseRange, resolveRange, type Window } from './exportRange.js';
 
 export const EXPORT_PATH = '/v2026-04/conversations/export/';
 
