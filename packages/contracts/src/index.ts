@@ -6,4 +6,5 @@ export * from './conversations.js';
 export * from './flows.js';
 export * from './activities.js';
 export * from './storableText.js';
+export * from './micros.js';
 export * from './topicContracts.js';
