@@ -30,7 +30,7 @@ export function progress(opts: ProgressOptions = {}): Progress {
   const tty = stream.isTTY === true;
   const mode = tty ? 'redraw' : opts.lines ? 'lines' : 'off';
   const every = tty ? 100 : (opts.everyMs ?? 5_000);
-  let last = now();
+  let last = -Infinity;
   const draw = (line: string, end: boolean) => {
     if (mode === 'redraw') stream.write(`\r\u001b[2K${line}${end ? '\n' : ''}`);
     else stream.write(`${line}\n`);
