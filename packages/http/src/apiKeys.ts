@@ -81,6 +81,19 @@ export class ApiKeyStore {
    * served from the cache (a revocation then takes effect once the database answers again), so producers keep
    * going through an outage; an unknown secret is then a 503, as anything else needing the database.
    */
+  /**
+   * The key for this secret from the cache alone, without a query: the key, null when the secret is cached as
+   * unknown, undefined when the cache does not know (then ask `resolve`). For a path that must not wait.
+   */
+  cached(secret: string): ResolvedKey | null | undefined {
+    const cacheKey = hashOf(secret).toString('hex');
+    const now = Date.now();
+    const known = this.cache.get(cacheKey);
+    if (known && known.until > now) return known.key;
+    const unknown = this.unknown.get(cacheKey);
+    return unknown !== undefined && unknown > now ? null : undefined;
+  }
+
   async resolve(secret: string): Promise<ResolvedKey | null> {
     const hash = hashOf(secret);
     const cacheKey = hash.toString('hex');

@@ -1,8 +1,8 @@
 export { ApiError, httpStatusOf } from './errors.js';
-export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, sendError, sendJson, type AppParts } from './app.js';
+export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, requestIdOf, sendError, sendJson, shedHandler, type AppParts, type ShedAnswer } from './app.js';
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
-export { requireAuth } from './auth.js';
-export { listen, type RunningServer } from './server.js';
+export { bearerSecret, requireAuth } from './auth.js';
+export { listen, type RunningServer, type ShedHandler } from './server.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
 export { LeasedRateLimiter, type LeasedRateLimitOptions, type RateDecision } from './leasedRateLimit.js';
