@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
 import type { BusRecord } from '@shopstream/bus';
@@ -70,3 +73,43 @@ export async function readTopic(rt: Runtime, topic: string, until: (records: Bus
 }
 
 export const json = (r: BusRecord): any => JSON.parse(r.value.toString('utf8'));
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/**
+ * The variables a CLI needs to open the runtime's database and bus, plus `extra` (a variable given undefined is
+ * left out): nothing else from this process but PATH and HOME.
+ */
+export function cliEnv(rt: Runtime, extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const all = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: rt.env.DATABASE_URL,
+    KAFKA_BROKERS: rt.env.KAFKA_BROKERS?.join(','),
+    TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
+    KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
+    CONSUMER_GROUP_PREFIX: rt.env.CONSUMER_GROUP_PREFIX,
+    ...extra,
+  };
+  return Object.fromEntries(Object.entries(all).filter((e): e is [string, string] => e[1] !== undefined));
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `pnpm -s cli <args>` from the checkout, as an operator runs it, with exactly `env` (see cliEnv); stdout and
+ * stderr are pipes, not a terminal. Resolves with the exit code and both outputs, whatever the code.
+ */
+export function runCli(args: string[], env: Record<string, string>, timeoutMs = 120_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    execFile('pnpm', ['-s', 'cli', ...args], { cwd: REPO, env, timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== 'number') reject(err);
+      else resolve({ code: err ? Number(err.code) : 0, stdout, stderr });
+    });
+  });
+}

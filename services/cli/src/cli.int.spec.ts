@@ -1,11 +1,9 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readTopic, startTestRuntime, json } from '@shopstream/harness';
+import { cliEnv, json, readTopic, runCli, startTestRuntime } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 
 /**
@@ -14,9 +12,6 @@ import type { Runtime } from '@shopstream/runtime';
  * a terminal or with --progress, so stdout holds the result alone. The CLI runs as a child process, as an
  * operator runs it, on this file's own database and topics (real PostgreSQL and Kafka).
  */
-const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
-const main = path.join(repo, 'services/cli/src/main.ts');
-
 let rt: Runtime;
 let dir: string;
 
@@ -30,24 +25,7 @@ afterAll(async () => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The CLI on this file's database and topics; stdout and stderr are pipes (not a terminal). Never throws. */
-function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '',
-    LOG_LEVEL: 'warn',
-    DATABASE_URL: rt.env.DATABASE_URL!,
-    KAFKA_BROKERS: rt.env.KAFKA_BROKERS!.join(','),
-    TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
-    KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
-  };
-  return new Promise((resolve) => {
-    execFile(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', main, ...args], { cwd: repo, env, timeout: 120_000 }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const cli = (...args: string[]) => runCli(args, cliEnv(rt));
 
 describe('pnpm cli: one shape', () => {
   it('refuses an unknown option with exit 2, names it, and changes nothing (migrate --force)', async () => {
