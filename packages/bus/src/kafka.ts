@@ -5,6 +5,8 @@ import type { Logger } from '@shopstream/telemetry';
 import { counter, histogram } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
+import { splitForSend } from './sendSize.js';
+import { topicLimits } from '@shopstream/contracts';
 
 // kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
 const { ConfigResourceTypes, ConfigSource } = kafkajs;
@@ -60,19 +62,6 @@ const resentRecords = counter(
 );
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
 
-/** What one send may carry; a single publish larger than this still goes alone (see TOPIC_MAX_MESSAGE_BYTES). */
-const MAX_SEND_BYTES = 4 * 1024 * 1024;
-/**
- * max.message.bytes of the topics Shopstream creates: above the largest single publish (a 10 MiB bulk
- * request), so a request the API accepted is never refused by the broker for its size.
- */
-const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
-
-const recordBytes = (r: OutgoingRecord): number => {
-  let n = 64 + Buffer.byteLength(r.key) + (typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length);
-  for (const [k, v] of Object.entries(r.headers ?? {})) n += k.length + v.length + 8;
-  return n;
-};
 
 /**
  * kafkajs' default partitioner, remembering the partition of each key: it hashes every message's key
@@ -298,11 +287,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   };
 
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; probe: boolean }>({
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
     lingerMs: opts.lingerMs ?? 2,
-    // Bytes, not records: the broker refuses a record batch over the topic's max.message.bytes.
-    maxWeight: MAX_SEND_BYTES,
-    weight: (item) => item.records.reduce((n, r) => n + recordBytes(r), 0),
+    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
+    maxWeight: topicLimits.sendBudgetBytes,
+    weight: (item) => item.bytes,
     async flush(items) {
       const byTopic = new Map<string, OutgoingRecord[]>();
       for (const { topic, records } of items) {
@@ -479,7 +468,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             numPartitions: s.partitions,
             replicationFactor: opts.replicationFactor,
             configEntries: Object.entries({
-              'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
+              'max.message.bytes': String(topicLimits.maxMessageBytes),
               // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
               // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
               'min.insync.replicas': String(Math.min(2, opts.replicationFactor)),
@@ -561,8 +550,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async publish(topic, records) {
       if (records.length === 0) return;
-      const probe = admit();
-      await batcher.add({ topic, records, probe });
+      // In order: a publish too large for one send is several, one after the other.
+      for (const send of splitForSend(records)) {
+        const probe = admit();
+        await batcher.add({ topic, ...send, probe });
+      }
     },
 
     async consume(o: ConsumeOptions): Promise<Subscription> {

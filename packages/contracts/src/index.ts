@@ -8,3 +8,5 @@ export * from './activities.js';
 export * from './storableText.js';
 export * from './micros.js';
 export * from './topicContracts.js';
+export * from './defineTopic.js';
+export * from './topicDefinitions.js';

@@ -4,6 +4,7 @@ import { eventRoutes, ingestRateLimiter, shedOverLimit } from './eventRoutes.js'
 
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
+export { contactStore } from './contactStore.js';
 
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests

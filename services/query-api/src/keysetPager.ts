@@ -1,25 +1,12 @@
 import type { Request } from 'express';
+import type { PageQuery, Position } from '@shopstream/db';
 import { z } from 'zod';
-import { sql, type SQLQuery } from '@shopstream/db';
-import { keysetCursorCodec, keysetPage, type KeysetPage, type PageDirection } from '@shopstream/http';
+import { keysetCursorCodec, keysetPage, type KeysetPage } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import { cursorSecret } from './cursorSecret.js';
 
-/** Keyset position of every listing here: the sort timestamp as Postgres text (keeps microseconds) and the row id. */
-export type Position = [string, string];
-
-export type PageQuery = { after: Position | null; direction: PageDirection; take: number };
-
-/**
- * The bound and the order of a newest-first listing on (ts, id): rows strictly past `after`, in the direction
- * the page goes (`previous` walks back towards newer rows, nearest first).
- */
-export function newestFirst(ts: SQLQuery, id: SQLQuery, q: PageQuery): { bound: SQLQuery; order: SQLQuery } {
-  const bound =
-    q.after === null ? sql`` : q.direction === 'next' ? sql`AND (${ts}, ${id}) < (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)` : sql`AND (${ts}, ${id}) > (${q.after[0]}::timestamptz, ${q.after[1]}::uuid)`;
-  const order = q.direction === 'next' ? sql`ORDER BY ${ts} DESC, ${id} DESC` : sql`ORDER BY ${ts} ASC, ${id} ASC`;
-  return { bound, order };
-}
+// The keyset SQL of newest-first listings is the db package's, shared with the flows module.
+export { newestFirst, type PageQuery, type Position } from '@shopstream/db';
 
 const positionSchema = z.tuple([z.string(), z.string()]) as z.ZodType<Position>;
 

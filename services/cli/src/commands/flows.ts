@@ -1,6 +1,6 @@
 import { fieldErrors, flowCreateSchema, isUuid, type Flow, type FlowCreate } from '@shopstream/contracts';
 import type { Db } from '@shopstream/db';
-import { flowStore } from '@shopstream/query-api';
+import { flowStore } from '@shopstream/flows';
 import { parse, table, UsageError, type Command, type Subcommand } from '../args.js';
 import { withDb } from '../context.js';
 

@@ -13,7 +13,8 @@ import { ApiError, jsonBody, validate } from '@shopstream/http';
 import type { OpenApiPart, Runtime } from '@shopstream/runtime';
 import { keysetPager } from '../keysetPager.js';
 import { uuidParam } from '../uuidParam.js';
-import { flowStore, strip } from './flowStore.js';
+import { flowStore, strip } from '@shopstream/flows';
+import { triggerStore } from './triggerStore.js';
 
 const idParam = { name: 'id', in: 'path' as const, schema: z.uuid(), description: 'The flow id.' };
 
@@ -67,7 +68,7 @@ export function flowRoutes(rt: Runtime): { router: Router; openapi: OpenApiPart 
     const id = flowId(req);
     const q = validate(pageQuerySchema, req.query, 'The query');
     if (!(await flowStore.get(rt.db, req.shopId, id))) throw notFound();
-    const triggers = await page(req, q, { list: 'triggers', filters: { flow_id: id }, query: {}, fetch: (p) => flowStore.triggerPage(rt.db, req.shopId, id, p) });
+    const triggers = await page(req, q, { list: 'triggers', filters: { flow_id: id }, query: {}, fetch: (p) => triggerStore.page(rt.db, req.shopId, id, p) });
     res.json({ ...triggers, results: triggers.results.map(strip) });
   });
 
