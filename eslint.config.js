@@ -11,7 +11,16 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   {
-    ignores: ['**/dist/**', '**/node_modules/**', '**/.infra/**', '**/.data/**', 'docs/**', 'packages/contracts/schemas/**', 'bench/results/**', 'faults/results/**'],
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      '**/.infra/**',
+      '**/.data/**',
+      'docs/**',
+      'packages/contracts/schemas/**',
+      'bench/results/**',
+      'faults/results/**',
+    ],
   },
   js.configs.recommended,
   ...tseslint.configs.recommended,

@@ -17,4 +17,4 @@ export {
   isDataError,
   isServerUnavailable,
 } from './pgErrors.js';
-export { newestFirst, type Position, type PageQuery } from './keyset.js';
+export { keysetOrder, newestFirst, type Position, type PageQuery } from './keyset.js';

@@ -1,9 +1,9 @@
 import type { Router } from 'express';
 import { sql } from '@shopstream/db';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createBaseApp, finishApp, listen, requireAuth, shedHandler, type ShedAnswer } from '@shopstream/http';
+import { createBaseApp, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
-import { buildOpenApi, docsHandler, type OpenApiPart } from './openapi.js';
+import { buildOpenApi, docsHandler } from './openapi.js';
 import type { Runtime } from './runtime.js';
 
 /** What a service module gives the process that runs it. */

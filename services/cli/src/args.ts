@@ -10,7 +10,13 @@ const parseArgsCodes = new Set(['ERR_PARSE_ARGS_UNKNOWN_OPTION', 'ERR_PARSE_ARGS
 type Options = Record<string, { type: 'string' | 'boolean'; multiple?: boolean; short?: string }>;
 /** What parseArgs gives for them: each option absent, or its value (an array when multiple). */
 type Values<O extends Options> = {
-  [K in keyof O]?: O[K] extends { type: 'boolean' } ? (O[K] extends { multiple: true } ? boolean[] : boolean) : O[K] extends { multiple: true } ? string[] : string;
+  [K in keyof O]?: O[K] extends { type: 'boolean' }
+    ? O[K] extends { multiple: true }
+      ? boolean[]
+      : boolean
+    : O[K] extends { multiple: true }
+      ? string[]
+      : string;
 };
 
 /**

@@ -72,7 +72,14 @@ describe('pnpm cli: one shape', () => {
     expect(r.stdout).toMatch(new RegExp(`^Published 3 conversations \\(6 records\\) for shop ${shop} in [\\d.]+ s\\. .*\\n$`));
     const mine = await readTopic(rt, rt.topics.conversations, (rs) => rs.filter((x) => x.key === shop).length >= 6, 60_000);
     const types = mine.filter((x) => x.key === shop).map((x) => json(x).type);
-    expect(types.sort()).toEqual(['conversation.upserted', 'conversation.upserted', 'conversation.upserted', 'message.created', 'message.created', 'message.created']);
+    expect(types.sort()).toEqual([
+      'conversation.upserted',
+      'conversation.upserted',
+      'conversation.upserted',
+      'message.created',
+      'message.created',
+      'message.created',
+    ]);
   });
 
   it('conversations import shows progress on stderr with --progress, none without, and the same stdout', async () => {
@@ -81,7 +88,23 @@ describe('pnpm cli: one shape', () => {
     const at = new Date().toISOString();
     const file = path.join(dir, 'c.jsonl');
     const lines = [
-      { type: 'conversation.upserted', shop_id: shop, conversation: { id: cid, agent_id: null, contact_id: null, user_id: null, created_at: at, updated_at: at, flags: [], tags: [], intent: {}, topic: {}, type: 'email' } },
+      {
+        type: 'conversation.upserted',
+        shop_id: shop,
+        conversation: {
+          id: cid,
+          agent_id: null,
+          contact_id: null,
+          user_id: null,
+          created_at: at,
+          updated_at: at,
+          flags: [],
+          tags: [],
+          intent: {},
+          topic: {},
+          type: 'email',
+        },
+      },
       { type: 'message.created', shop_id: shop, conversation_id: cid, message: { id: randomUUID(), created_at: at, text: 'hello' } },
     ];
     writeFileSync(file, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');

@@ -26,8 +26,7 @@ const retentionByRole = async (rt: Runtime) => {
   const configs = await rt.bus.topicConfigs(specs.map((s) => s.topic));
   return specs.map((s) => ({ topic: s.topic, role: s.role, ms: configs[s.topic]['retention.ms'], bytes: configs[s.topic]['retention.bytes'] }));
 };
-const expectedByRole = (rt: Runtime) =>
-  specsOf(rt).map((s) => ({ topic: s.topic, role: s.role, ms: s.role === 'derived' ? DERIVED_MS : '-1', bytes: '-1' }));
+const expectedByRole = (rt: Runtime) => specsOf(rt).map((s) => ({ topic: s.topic, role: s.role, ms: s.role === 'derived' ? DERIVED_MS : '-1', bytes: '-1' }));
 
 /** A logger that keeps what was warned, to check the start-up warning's words. */
 const warnings = () => {
@@ -85,7 +84,10 @@ describe('retention by role on Kafka', () => {
 
     const second = await cliEnsure(rt);
     expect(second).toMatchObject({ code: 0, stderr: '' });
-    const lines = second.stdout.trimEnd().split('\n').map((l) => l.trim().split(/\s{2,}/));
+    const lines = second.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.trim().split(/\s{2,}/));
     expect(lines).toContainEqual([names.events, 'source: keeps every record']);
     expect(lines).toContainEqual([names.dlq(names.events), 'dead-letter: keeps every record']);
     expect(lines).toContainEqual([names.metrics, `derived: keeps ${DERIVED_MS} ms`]);
@@ -101,9 +103,13 @@ describe('retention by role on the Postgres log', () => {
     await migrate(db);
     const prefix = uniquePrefix();
     const old = await createPgLogBus({ db, logger, trimIntervalMs: 0 });
-    await old.ensureTopics(ownedTopicSpecs(topicNames(prefix), { partitions: 3, derivedRetentionMs: 1 }).map(({ topic, partitions }) => ({ topic, partitions })));
+    await old.ensureTopics(
+      ownedTopicSpecs(topicNames(prefix), { partitions: 3, derivedRetentionMs: 1 }).map(({ topic, partitions }) => ({ topic, partitions })),
+    );
     await old.close();
-    expect((await db.query(sql`SELECT DISTINCT retention_ms FROM bus_topics WHERE topic LIKE ${`${prefix}%`}`)).map((r) => String(r.retention_ms))).toEqual(['-1']);
+    expect((await db.query(sql`SELECT DISTINCT retention_ms FROM bus_topics WHERE topic LIKE ${`${prefix}%`}`)).map((r) => String(r.retention_ms))).toEqual([
+      '-1',
+    ]);
 
     const rt = await runtime({ KAFKA_BROKERS: undefined, DATABASE_URL: url, TOPIC_PREFIX: prefix });
     expect(rt.bus.kind).toBe('pglog');
