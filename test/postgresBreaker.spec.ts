@@ -1,6 +1,6 @@
 import { afterAll, expect, it } from 'vitest';
 import { connectPostgres, DatabaseUnavailableError, sql, type Db } from '@shopstream/db';
-import { ownTestPostgres, waitFor } from '@shopstream/testkit/harness';
+import { ownTestPostgres, waitFor } from '@shopstream/harness';
 
 /**
  * connectPostgres's circuit breaker: once the server is gone, queries fail with DatabaseUnavailableError

@@ -3,7 +3,7 @@ import { type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * PostgreSQL stopped under the services, then started again: requests that need it are answered 503

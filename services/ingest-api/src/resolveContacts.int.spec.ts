@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { queryRows, sql } from '@shopstream/db';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
-import { resolveContacts } from './resolveContacts.js';
+import { contactRow, resolveContacts } from './resolveContacts.js';
 import { createContactResolver } from './contactResolver.js';
 
 let rt: Runtime;
@@ -20,7 +19,6 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const contactRow = z.object({ id: z.string(), email: z.string().nullable(), phone: z.string().nullable(), remote_id: z.string().nullable(), name: z.string().nullable() });
 const rowsOf = (shopId: string) =>
   queryRows(rt.db, sql`SELECT id, email, phone, remote_id, name FROM contacts WHERE shop_id = ${shopId} ORDER BY created_at, id`, contactRow);
 

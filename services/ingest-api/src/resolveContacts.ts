@@ -1,6 +1,5 @@
 import { v7 as uuidv7 } from 'uuid';
-import { z } from 'zod';
-import { queryRows, sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import { queryRows, sql, type Queryable, type Row as DbRow, type SQLQuery } from '@shopstream/db';
 import type { ResolvedContact } from '@shopstream/contracts';
 
 /** A contact as an event gives it: already validated, email lower-cased, phone in E.164. */
@@ -91,15 +90,23 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
   throw new Error(`contact resolution for shop ${shopId} did not settle after ${MAX_ROUNDS} rounds of concurrent changes`);
 }
 
-/** A contacts row as this file selects and returns it. */
-const contactRow = z.object({
-  id: z.string(),
-  email: z.string().nullable(),
-  phone: z.string().nullable(),
-  remote_id: z.string().nullable(),
-  name: z.string().nullable(),
+interface Row {
+  id: string;
+  email: string | null;
+  phone: string | null;
+  remote_id: string | null;
+  name: string | null;
+}
+
+const textOrNull = (v: unknown): string | null => (v === null ? null : String(v));
+/** A contacts row as this file selects and returns it (id, email, phone, remote_id, name: uuid and text). */
+export const contactRow = (r: DbRow): Row => ({
+  id: String(r.id),
+  email: textOrNull(r.email),
+  phone: textOrNull(r.phone),
+  remote_id: textOrNull(r.remote_id),
+  name: textOrNull(r.name),
 });
-type Row = z.infer<typeof contactRow>;
 
 const sortKey = (c: Planned): string => `${c.email ?? ''}\u0000${c.phone ?? ''}\u0000${c.remote_id ?? ''}`;
 
