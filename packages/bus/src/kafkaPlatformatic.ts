@@ -78,6 +78,12 @@ function headersOf(h: Map<Buffer, Buffer> | Iterable<[Buffer | null, Buffer | nu
 
 /** Records queued past this, the stream of a subscription is paused until its handlers caught up to half. */
 const MAX_QUEUED_RECORDS = 10_000;
+/**
+ * At most this much of a partition's records (values and keys) per batch, and per partition per fetch: the
+ * kafkajs adapter's batches are one fetch of a partition, at most its maxBytesPerPartition, 1 MiB. A handler's
+ * transaction stays as long as there, and a consumer killed mid-stream leaves work behind as it would there.
+ */
+const MAX_BATCH_BYTES = 1024 * 1024;
 /** Partitions handled at once by one subscription, as kafkajs' partitionsConsumedConcurrently in kafka.ts. */
 const PARTITIONS_AT_ONCE = 3;
 /** Bit 5 of a record batch's attributes: a transaction marker, not a record. */
@@ -502,7 +508,10 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
           await acquire();
           try {
             if (!running || q.generation !== generation) return;
-            const records = q.records.slice();
+            let bytes = 0;
+            let n = 0;
+            while (n < q.records.length && (n === 0 || bytes + q.records[n].value.length <= MAX_BATCH_BYTES)) bytes += q.records[n++].value.length + 64;
+            const records = q.records.slice(0, n);
             try {
               await o.handleBatch({ topic: q.topic, partition: q.partition, records }, ctx);
             } catch (e) {
@@ -559,6 +568,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         fallbackMode: (o.fromBeginning ?? true) ? MessagesStreamFallbackModes.EARLIEST : MessagesStreamFallbackModes.LATEST,
         autocommit: false,
         maxWaitTime: 100,
+        maxBytesPerPartition: MAX_BATCH_BYTES,
       });
 
     // The first join, before consume() resolves: a consumer that cannot join fails here, as kafkajs' connect does.
