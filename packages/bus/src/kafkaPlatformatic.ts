@@ -572,7 +572,10 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       });
 
     // The first join, before consume() resolves: a consumer that cannot join fails here, as kafkajs' connect does.
-    let current = await openStream();
+    let current = await openStream().catch(async (e: unknown) => {
+      await forceClose(consumer).catch(() => {});
+      throw e;
+    });
     const loop = (async () => {
       let previous: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
       for (;;) {
@@ -584,8 +587,9 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         let failed: unknown = null;
         await new Promise<void>((resolve) => {
           wake = resolve;
-          s.once('error', (e) => {
-            failed = e;
+          // Kept for the stream's life: a stream that errs again, after its turn, must not throw unhandled.
+          s.on('error', (e) => {
+            failed ??= e;
             resolve();
           });
           s.once('close', resolve);
