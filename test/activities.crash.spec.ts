@@ -4,7 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
-import { headers as H, schemas, type EventRecord, type MetricEvent } from '@shopstream/contracts';
+import { eventsTopic, metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/testkit/harness';
@@ -90,7 +90,7 @@ describe('activity projector killed mid-stream', () => {
     const publishing = stream(
       rt,
       rt.topics.events,
-      events.map((e) => ({ key: e.shop_id, value: JSON.stringify(e), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.eventRecorded, [H.shopId]: e.shop_id } })),
+      events.map((e) => eventsTopic.record(e)),
     );
     await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) >= 500, { timeoutMs: 60_000, message: 'the first process projects some events' });
     one.child.kill('SIGKILL');
@@ -195,7 +195,7 @@ describe('flow matcher killed mid-stream', () => {
     const publishing = stream(
       rt,
       rt.topics.metrics,
-      metrics.map((m) => ({ key: shop, value: JSON.stringify(m), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.metricEvent, [H.shopId]: shop, [H.metricName]: m.metric_name } })),
+      metrics.map((m) => metricsTopic.record(m)),
     );
     const triggers = sql`SELECT count(*) AS n FROM flow_triggers WHERE shop_id = ${shop}`;
     await waitFor(async () => (await count(rt, triggers)) >= 600, { timeoutMs: 60_000, message: 'the first process writes some triggers' });

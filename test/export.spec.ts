@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { headers as H, schemas, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
 import { sql, type SQLQuery } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
@@ -19,11 +19,7 @@ let server: TestServer;
 
 const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(r, { clock: () => now }), stop: async () => {} });
 
-const out = (r: ConversationRecord) => ({
-  key: r.shop_id,
-  value: JSON.stringify(r),
-  headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id },
-});
+const out = (r: ConversationRecord) => conversationsTopic.record(r);
 
 function conversation(over: Partial<ConversationData> & { created_at: string }): ConversationData {
   return {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { headers as H, schemas, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, headers as H, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
 import { sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
@@ -11,11 +11,7 @@ import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/testkit/
 let rt: Runtime;
 let projector: StartedService;
 
-const out = (r: ConversationRecord) => ({
-  key: r.shop_id,
-  value: JSON.stringify(r),
-  headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id },
-});
+const out = (r: ConversationRecord) => conversationsTopic.record(r);
 const publish = (records: ConversationRecord[]) => rt.bus.publish(rt.topics.conversations, records.map(out));
 
 function conversation(id: string, over: Partial<ConversationData> = {}): ConversationData {

@@ -83,6 +83,44 @@ describe('burst of 20/s (steady 1,000/min), chunks of 5', () => {
   });
 });
 
+describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5)', () => {
+  let base: string;
+  let rt: Runtime;
+  beforeAll(async () => {
+    ({ rt, server: { baseUrl: base } } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '5', INGEST_RATE_LIMIT_PER_MINUTE: '10', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-shed'));
+  });
+  const shedCount = async () => {
+    const text = await (await fetch(`${base}/metrics`)).text();
+    return [...text.matchAll(/^shopstream_http_shed_total\{[^}]*status="429"[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
+  };
+
+  it('is answered its 429s before the router once its bucket is known dry: the same envelope, headers and metrics', async () => {
+    const a = await createTestShop(rt);
+    const shedBefore = await shedCount();
+    const answers: Answer[] = [];
+    // One at a time: the first ten take the steady bucket; the short lease that follows marks it dry.
+    for (let i = 0; i < 40; i++) answers.push(await post(base, a.headers, i % 2 ? '/events/' : '/events/bulk/', i % 2 ? event(i) : { events: [event(i)] }));
+    const accepted = answers.filter((x) => x.status === 202 || x.status === 200);
+    expect(accepted.length).toBeLessThanOrEqual(10);
+    const refused = answers.filter((x) => x.status === 429);
+    expect(refused.length).toBe(40 - accepted.length);
+    for (const x of refused) expectRateLimited(x);
+    // Most were answered by the shed path (the rest went through express while a lease was due).
+    const shed = (await shedCount()) - shedBefore;
+    expect(shed).toBeGreaterThan(20);
+    expect(shed).toBeLessThanOrEqual(refused.length);
+    const text = await (await fetch(`${base}/metrics`)).text();
+    const counted = [...text.matchAll(/^shopstream_http_requests_total\{[^}]*route="\/v2026-04\/events\/(?:bulk\/)?",status="429"\} (\S+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    expect(counted).toBeGreaterThanOrEqual(refused.length);
+
+    // Not shed: another shop of the same key, a key the server does not know, a malformed shop.
+    const other = await createTestShop(rt);
+    expect((await post(base, other.headers, '/events/', event(1))).status).toBe(202);
+    expect((await post(base, { ...a.headers, authorization: 'Bearer nope' }, '/events/', event(1))).status).toBe(401);
+    expect((await post(base, { ...a.headers, 'x-shop-id': 'not-a-shop' }, '/events/', event(1))).status).toBe(400);
+  });
+});
+
 describe('60/min steady only, chunks of 10, two servers on one database', () => {
   let one: { rt: Runtime; server: TestServer };
   let two: { rt: Runtime; server: TestServer };

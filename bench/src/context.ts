@@ -4,7 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { topicNames, type TopicNames } from '@shopstream/bus';
 import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
 import { spawnChild, type Child } from './children.js';
-import { cpuMeter, type CpuUse } from './cpu.js';
+import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
 import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
 import type { LoadResult, LoadSpec, Shop } from './loadProcess.js';
 import { CONTACT_POOL } from './events.js';

@@ -12,7 +12,7 @@ process.env.INGEST_RATE_LIMIT_PER_SECOND ??= '0';
 process.env.INGEST_RATE_LIMIT_PER_MINUTE ??= '0';
 import { parseArgs } from 'node:util';
 import { Bench, type Options } from './context.js';
-import { cpuMeter } from './cpu.js';
+import { cpuMeter } from '@shopstream/testkit/cpu';
 import { databaseExists, machine, openInfra } from './infra.js';
 import { tableOf, writeResult, type ScenarioResult } from './report.js';
 import { ingestBulk } from './scenarios/ingestBulk.js';

@@ -1,19 +1,25 @@
 /**
  * The noisy producer of the noisy-neighbour scenario, in a process of its own so its load does not stall the
- * harness's event loop (which times the neighbours). Sends single events with one key at NOISY_RATE per
- * second, open loop, for NOISY_MS, at most NOISY_INFLIGHT at a time (a request not sent because that many
- * are in flight counts as `skipped`), then prints its counts as one JSON line on stdout.
+ * harness's event loop (which times the neighbours). Sends single events with one key at the rates of
+ * NOISY_SCHEDULE in turn, open loop, at most NOISY_INFLIGHT at a time (a request not sent because that many
+ * are in flight counts as `skipped`); prints a line as each phase starts, then its counts as one JSON line.
  */
 import { Pool } from 'undici';
 
 const base = process.env.NOISY_URL!;
 const headers = JSON.parse(process.env.NOISY_HEADERS!) as Record<string, string>;
-const rate = Number(process.env.NOISY_RATE);
-const durationMs = Number(process.env.NOISY_MS);
+/** Rates in turn: NOISY_SCHEDULE, a JSON array of { rate, ms } (rate 0: silent for ms), or NOISY_RATE for NOISY_MS. */
+const schedule = JSON.parse(process.env.NOISY_SCHEDULE ?? JSON.stringify([{ rate: Number(process.env.NOISY_RATE), ms: Number(process.env.NOISY_MS) }])) as {
+  rate: number;
+  ms: number;
+}[];
 const maxInflight = Number(process.env.NOISY_INFLIGHT ?? 256);
 
 const pool = new Pool(base, { connections: 64, pipelining: 1, keepAliveTimeout: 30_000 });
 const statuses: Record<string, number> = {};
+const statusesByPhase: Record<string, number>[] = schedule.map(() => ({}));
+const acceptedByPhase: number[] = schedule.map(() => 0);
+let phase = 0;
 const acceptedBySecond: number[] = [];
 let sent = 0;
 let skipped = 0;
@@ -26,6 +32,7 @@ let lastAt = 0;
 
 async function one(i: number, t0: number): Promise<void> {
   inflight++;
+  const k = phase;
   let status = 'error';
   try {
     const res = await pool.request({
@@ -39,6 +46,7 @@ async function one(i: number, t0: number): Promise<void> {
     status = String(res.statusCode);
     const text = await res.body.text();
     if (res.statusCode === 202) {
+      acceptedByPhase[k]++;
       const s = Math.floor((Date.now() - t0) / 1000);
       acceptedBySecond[s] = (acceptedBySecond[s] ?? 0) + 1;
     } else {
@@ -58,31 +66,42 @@ async function one(i: number, t0: number): Promise<void> {
     inflight--;
     lastAt = Date.now();
     statuses[status] = (statuses[status] ?? 0) + 1;
+    statusesByPhase[k][status] = (statusesByPhase[k][status] ?? 0) + 1;
   }
 }
 
 const t0 = Date.now();
 firstAt = t0;
 const running = new Set<Promise<void>>();
-let due = 0;
-while (Date.now() - t0 < durationMs) {
-  const target = Math.floor(((Date.now() - t0) / 1000) * rate);
-  while (due < target) {
-    due++;
-    if (inflight >= maxInflight) {
-      skipped++;
-      continue;
+for (phase = 0; phase < schedule.length; phase++) {
+  const { rate, ms } = schedule[phase];
+  // Each phase is announced as it starts (a line of its own), so the harness tags what it measures meanwhile.
+  process.stdout.write(`${JSON.stringify({ phase, at: Date.now() })}\n`);
+  const p0 = Date.now();
+  let due = 0;
+  while (Date.now() - p0 < ms) {
+    const target = Math.floor(((Date.now() - p0) / 1000) * rate);
+    while (due < target) {
+      due++;
+      if (inflight >= maxInflight) {
+        skipped++;
+        continue;
+      }
+      const p = one(sent++, t0);
+      running.add(p);
+      void p.finally(() => running.delete(p));
     }
-    const p = one(sent++, t0);
-    running.add(p);
-    void p.finally(() => running.delete(p));
+    await new Promise((r) => setTimeout(r, 2));
   }
-  await new Promise((r) => setTimeout(r, 2));
 }
+phase = schedule.length - 1;
+// The schedule is over: said while this process is still there to be measured (the harness reads its CPU time).
+process.stdout.write(`${JSON.stringify({ end: true })}\n`);
+await new Promise((r) => setTimeout(r, 300));
 const sendingMs = Date.now() - t0;
 await Promise.allSettled([...running]);
 await pool.close();
 for (let s = 0; s < acceptedBySecond.length; s++) acceptedBySecond[s] ??= 0;
 process.stdout.write(
-  `${JSON.stringify({ sent, skipped, statuses, acceptedBySecond, withoutRetryAfter, withoutRateLimitHeaders, outsideEnvelope, sendingMs, spanMs: lastAt - firstAt })}\n`,
+  `${JSON.stringify({ sent, skipped, statuses, statusesByPhase, acceptedByPhase, acceptedBySecond, withoutRetryAfter, withoutRateLimitHeaders, outsideEnvelope, sendingMs, spanMs: lastAt - firstAt })}\n`,
 );

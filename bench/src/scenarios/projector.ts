@@ -6,7 +6,7 @@ import type { Bench } from '../context.js';
 import { eventMaker, eventRecordOf } from '../events.js';
 import type { ScenarioResult } from '../report.js';
 import { sleep } from '../stats.js';
-import { cpuMeter } from '../cpu.js';
+import { cpuMeter } from '@shopstream/testkit/cpu';
 import { scrapeHistograms, SERVICE_HISTOGRAMS } from '../promMetrics.js';
 
 /** Rows per statement in the baseline: about what one kafkajs fetch hands the projector per partition. */

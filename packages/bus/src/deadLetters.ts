@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Db } from '@shopstream/db';
+import { queryRows, sql, type Db } from '@shopstream/db';
 import { headers as H } from '@shopstream/contracts';
 import type { Logger } from '@shopstream/telemetry';
 import type { Bus, BusRecord, OutgoingRecord } from './port.js';
@@ -72,15 +72,21 @@ async function* pages(bus: Bus, topic: string): AsyncGenerator<BusRecord[]> {
 
 /** What a redrive recorded for the records of one page (one partition), by offset. */
 async function marksOf(db: Db, topic: string, page: BusRecord[]): Promise<Map<string, RedriveMark & { stale: boolean }>> {
-  const rows = await db.query(sql`
+  const rows = await queryRows(
+    db,
+    sql`
     SELECT dlq_offset, state, run_id, COALESCE(sent_at, claimed_at) AS at,
            claimed_at < now() - make_interval(secs => ${CLAIM_TIMEOUT_SECONDS}) AS stale
     FROM dlq_redrives
     WHERE dlq_topic = ${topic} AND dlq_partition = ${page[0].partition}
-      AND dlq_offset BETWEEN ${page[0].offset}::bigint AND ${page[page.length - 1].offset}::bigint`);
-  return new Map(
-    rows.map((r) => [String(r.dlq_offset), { state: r.state, runId: r.run_id, at: new Date(r.at).toISOString(), stale: r.stale === true }]),
+      AND dlq_offset BETWEEN ${page[0].offset}::bigint AND ${page[page.length - 1].offset}::bigint`,
+    (r) =>
+      [
+        String(r.dlq_offset),
+        { state: r.state as RedriveMark['state'], runId: String(r.run_id), at: new Date(r.at as Date | string).toISOString(), stale: r.stale === true },
+      ] as const,
   );
+  return new Map(rows);
 }
 
 function deadLetterOf(r: BusRecord, mark: RedriveMark | null): DeadLetter {

@@ -11,6 +11,7 @@ export {
   liveGroupId,
   type Projection,
   type ProjectionDefinition,
+  type ProjectionDeclaration,
   type ProjectionLogic,
   type ProjectionDeps,
   type LiveProjectionOptions,
@@ -19,7 +20,7 @@ export {
   type ValidRecord,
 } from './projection.js';
 export { rebuildProjection, projectionStatus, RebuildRefusedError, type RebuildOptions, type RebuildProgress, type ProjectionStatus } from './rebuild.js';
-export { topicNames, type TopicNames } from './topicNames.js';
+export { topicNames, topicOf, type TopicNames } from './topicNames.js';
 export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';
 export {
@@ -32,3 +33,4 @@ export {
   type RedriveOptions,
   type RedriveReport,
 } from './deadLetters.js';
+export { recordBytes, splitForSend, type Send } from './sendSize.js';

@@ -4,7 +4,9 @@ import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, PartitionAssi
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
-import { MAX_SEND_BYTES, createBrokerGate, recordBytes, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
+import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
+import { splitForSend } from './sendSize.js';
+import { topicLimits } from '@shopstream/contracts';
 
 // kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
 const { ConfigResourceTypes, ConfigSource } = kafkajs;
@@ -261,11 +263,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   const admit = gate.admit;
 
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; probe: boolean }>({
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
     lingerMs: opts.lingerMs ?? 2,
-    // Bytes, not records: the broker refuses a record batch over the topic's max.message.bytes.
-    maxWeight: MAX_SEND_BYTES,
-    weight: (item) => item.records.reduce((n, r) => n + recordBytes(r), 0),
+    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
+    maxWeight: topicLimits.sendBudgetBytes,
+    weight: (item) => item.bytes,
     async flush(items) {
       const byTopic = new Map<string, OutgoingRecord[]>();
       for (const { topic, records } of items) {
@@ -516,8 +518,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     async publish(topic, records) {
       if (records.length === 0) return;
-      const probe = admit();
-      await batcher.add({ topic, records, probe });
+      // In order: a publish too large for one send is several, one after the other.
+      for (const send of splitForSend(records)) {
+        const probe = admit();
+        await batcher.add({ topic, ...send, probe });
+      }
     },
 
     async consume(o: ConsumeOptions): Promise<Subscription> {

@@ -1,5 +1,6 @@
+import { topicLimits } from '@shopstream/contracts';
 import { counter, histogram } from '@shopstream/telemetry';
-import { BusUnavailableError, type OutgoingRecord, type TopicSpec } from './port.js';
+import { BusUnavailableError, type TopicSpec } from './port.js';
 
 /** What both Kafka adapters (kafkajs in kafka.ts, @platformatic/kafka in kafkaPlatformatic.ts) share. */
 
@@ -12,24 +13,10 @@ export const resentRecords = counter(
 );
 export const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
 
-/** What one send may carry; a single publish larger than this still goes alone (see TOPIC_MAX_MESSAGE_BYTES). */
-export const MAX_SEND_BYTES = 4 * 1024 * 1024;
-/**
- * max.message.bytes of the topics Shopstream creates: above the largest single publish (a 10 MiB bulk
- * request), so a request the API accepted is never refused by the broker for its size.
- */
-export const TOPIC_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
-
-export const recordBytes = (r: OutgoingRecord): number => {
-  let n = 64 + Buffer.byteLength(r.key) + (typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length);
-  for (const [k, v] of Object.entries(r.headers ?? {})) n += k.length + v.length + 8;
-  return n;
-};
-
 /** The settings a topic is created with: Shopstream's limits, then the spec's own. */
 export function topicCreateConfig(spec: TopicSpec, replicationFactor: number): Record<string, string> {
   return {
-    'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
+    'max.message.bytes': String(topicLimits.maxMessageBytes),
     // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
     // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
     'min.insync.replicas': String(Math.min(2, replicationFactor)),

@@ -16,7 +16,9 @@ import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 import { partitionFor } from './pglog/partitionFor.js';
-import { MAX_SEND_BYTES, createBrokerGate, recordBytes, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
+import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
+import { splitForSend } from './sendSize.js';
+import { topicLimits } from '@shopstream/contracts';
 
 export interface PlatformaticKafkaBusOptions {
   brokers: string[];
@@ -187,11 +189,11 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
   const gate = createBrokerGate();
   // One send carries every record published meanwhile, for every topic; flushes never overlap, so one send is
   // in flight per producer (concurrent idempotent sends on one producer fail with OUT_OF_ORDER_SEQUENCE_NUMBER).
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; probe: boolean }>({
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
     lingerMs: opts.lingerMs ?? 2,
-    // Bytes, not records: the broker refuses a record batch over the topic's max.message.bytes.
-    maxWeight: MAX_SEND_BYTES,
-    weight: (item) => item.records.reduce((n, r) => n + recordBytes(r), 0),
+    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
+    maxWeight: topicLimits.sendBudgetBytes,
+    weight: (item) => item.bytes,
     async flush(items) {
       const byTopic = new Map<string, OutgoingRecord[]>();
       for (const { topic, records } of items) {
@@ -381,8 +383,11 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
     async publish(topic, records) {
       if (records.length === 0) return;
-      const probe = gate.admit();
-      await batcher.add({ topic, records, probe });
+      // In order: a publish too large for one send is several, one after the other.
+      for (const send of splitForSend(records)) {
+        const probe = gate.admit();
+        await batcher.add({ topic, ...send, probe });
+      }
     },
 
     async consume(o: ConsumeOptions): Promise<Subscription> {

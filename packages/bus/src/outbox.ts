@@ -1,4 +1,4 @@
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, type Logger } from '@shopstream/telemetry';
 import type { Bus, OutgoingRecord } from './port.js';
 
@@ -37,24 +37,19 @@ export interface RelayOptions {
   batchSize?: number;
 }
 
-/** Kafka refuses a record batch over ~1 MB (message.max.bytes): publish in sends well under it. */
-const MAX_SEND_BYTES = 512 * 1024;
+/** A row of the outbox as the relay reads it: its place and the record. */
+interface OutboxRow {
+  seq: string;
+  record: OutgoingRecord;
+}
+const outboxRow = (r: Row): OutboxRow => ({
+  seq: String(r.seq),
+  record: { key: String(r.key), value: String(r.value), headers: r.headers as Record<string, string> },
+});
 
-async function publishInChunks(bus: Bus, topic: string, rows: { key: string; value: string; headers: Record<string, string> }[]): Promise<void> {
-  let chunk: OutgoingRecord[] = [];
-  let bytes = 0;
-  for (const r of rows) {
-    const size = Buffer.byteLength(r.value) + r.key.length + 200;
-    if (chunk.length > 0 && bytes + size > MAX_SEND_BYTES) {
-      // Sequential sends keep the rows' order, so one shop's records stay in order.
-      await bus.publish(topic, chunk);
-      chunk = [];
-      bytes = 0;
-    }
-    chunk.push({ key: r.key, value: r.value, headers: r.headers });
-    bytes += size;
-  }
-  if (chunk.length > 0) await bus.publish(topic, chunk);
+/** The rows in insertion order, in one publish: the adapter splits it into sends by size (splitForSend). */
+async function publishRows(bus: Bus, topic: string, rows: OutboxRow[]): Promise<void> {
+  await bus.publish(topic, rows.map((r) => r.record));
 }
 
 /**
@@ -72,9 +67,9 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
       // so no other relay can take these rows meanwhile.
-      const rows = await o.db.query(sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`);
+      const rows = await queryRows(o.db, sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`, outboxRow);
       if (rows.length > 0) {
-        await publishInChunks(o.bus, o.topic, rows);
+        await publishRows(o.bus, o.topic, rows);
         await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
       }
       n = rows.length;
@@ -83,11 +78,13 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
         // One relay at a time per topic, across processes: records go out in insertion order, which keeps
         // each shop's records in order even when a timer and a consumer of another replica relay together.
         await tx.query(sql`SELECT pg_advisory_xact_lock(74202, hashtext(${o.topic}))`);
-        const rows = await tx.query(
+        const rows = await queryRows(
+          tx,
           sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
+          outboxRow,
         );
         if (rows.length === 0) return 0;
-        await publishInChunks(o.bus, o.topic, rows);
+        await publishRows(o.bus, o.topic, rows);
         await tx.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
         return rows.length;
       });

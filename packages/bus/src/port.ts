@@ -108,7 +108,8 @@ export interface Bus {
   topicConfigs(topics: string[]): Promise<Record<string, Record<string, string>>>;
   /**
    * Resolves once the log durably holds every record (Kafka: acks from all in-sync replicas).
-   * Rejects with BusUnavailableError when it cannot take them; then none is reported written.
+   * Rejects with BusUnavailableError when it cannot take them; then none is reported written. Callers never
+   * split by size: an adapter with a size limit does (splitForSend), one budget for every caller (topicLimits).
    */
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   consume(opts: ConsumeOptions): Promise<Subscription>;

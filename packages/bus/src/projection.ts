@@ -1,10 +1,10 @@
 import type { z } from 'zod';
-import { sql, type Db, type Queryable } from '@shopstream/db';
-import { dlq, headers as H, unstorableText } from '@shopstream/contracts';
+import { isDataError, queryRow, sql, type Db, type Queryable } from '@shopstream/db';
+import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
 import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
-import type { TopicNames } from './topicNames.js';
+import { topicOf, type TopicNames } from './topicNames.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -57,16 +57,20 @@ export interface ProjectionDefinition<T> {
   open(deps: ProjectionDeps): Promise<ProjectionLogic<T>>;
 }
 
-export const defineProjection = <T>(d: ProjectionDefinition<T>): ProjectionDefinition<T> => d;
-
-/**
- * A Postgres error that retrying the same record cannot fix: data exceptions (class 22: out-of-range values,
- * bad encodings), integrity constraint violations (23) and limits such as an index row too large (54).
- */
-function isDataError(e: unknown): boolean {
-  const code = (e as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code);
+/** What a projection declares: the topic definitions it reads and emits to, instead of names and a schema. */
+export interface ProjectionDeclaration<T> extends Omit<ProjectionDefinition<T>, 'source' | 'emits' | 'schema'> {
+  /** The topic it reads: its records are decoded with the topic's schema. */
+  topic: TopicDefinition<T>;
+  /** The topics it emits to. */
+  emits: readonly TopicDefinition<any>[];
 }
+
+export const defineProjection = <T>({ topic, emits, ...d }: ProjectionDeclaration<T>): ProjectionDefinition<T> => ({
+  ...d,
+  source: (t) => topicOf(t, topic),
+  emits: (t) => emits.map((e) => ({ topic: topicOf(t, e), name: e.name })),
+  schema: topic.schema,
+});
 
 /** Why a record is not one the schema accepts, or null when it is. */
 function parseRecord<T>(schema: z.ZodType<T>, r: BusRecord): { ok: true; value: T } | { ok: false; reason: string } {
@@ -133,10 +137,12 @@ export async function applyBatch<T>(
   const commit = (records: ValidRecord<T>[], next: bigint) =>
     db.tx(async (tx) => {
       if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
-      const rows = await tx.query(
+      const checkpoint = await queryRow(
+        tx,
         sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${mode.checkpointGroup} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
+        (r) => BigInt(r.next_offset as string),
       );
-      const from = rows.length > 0 ? BigInt(rows[0].next_offset) : -1n;
+      const from = checkpoint ?? -1n;
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = await logic.apply(tx, fresh);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { sql, type Db, type Queryable } from '@shopstream/db';
+import { isDeadlock, isLockNotAvailable, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import { UnknownTopicError } from './pglog/appendRecords.js';
 import type { Bus, Subscription } from './port.js';
@@ -62,8 +62,9 @@ const ident = (...parts: string[]) => sql.__dangerous__rawValue(parts.map((p) =>
 
 /** The checkpoints of a group for one topic: partition -> next offset (absent partitions are at 0). */
 async function checkpoints(q: Queryable, groupId: string, topic: string): Promise<Map<number, bigint>> {
-  const rows = await q.query(sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${groupId} AND topic = ${topic}`);
-  return new Map(rows.map((r) => [Number(r.partition), BigInt(r.next_offset)]));
+  return new Map(
+    await queryRows(q, sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${groupId} AND topic = ${topic}`, (r) => [Number(r.partition), BigInt(r.next_offset as string)] as const),
+  );
 }
 
 /** Records the rebuild's checkpoints still lack to equal the live ones. */
@@ -85,9 +86,10 @@ async function behindLive(q: Queryable, liveGroup: string, rebuildGroup: string,
  */
 async function copyIndexNames(tx: Queryable, schema: string, table: string): Promise<void> {
   const shape = (def: string, name: string, owner: string) => def.replace(`INDEX ${name} ON ${owner}.${table} `, 'INDEX ON ');
-  const current = await tx.query(sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ${table}`);
-  const made = await tx.query(sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = ${schema} AND tablename = ${table}`);
-  const wanted = new Map(current.map((r) => [shape(r.indexdef, r.indexname, 'public'), r.indexname as string]));
+  const indexRow = (r: Row) => ({ indexname: String(r.indexname), indexdef: String(r.indexdef) });
+  const current = await queryRows(tx, sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename = ${table}`, indexRow);
+  const made = await queryRows(tx, sql`SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = ${schema} AND tablename = ${table}`, indexRow);
+  const wanted = new Map(current.map((r) => [shape(r.indexdef, r.indexname, 'public'), r.indexname]));
   const renames: { from: string; to: string }[] = [];
   for (const r of made) {
     const to = wanted.get(shape(r.indexdef, r.indexname, schema));
@@ -133,13 +135,17 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
   const rebuildGroup = `${liveGroup}.rebuild.${id.slice(0, 8)}`;
   const stale = await db.tx(async (tx) => {
     await tx.query(sql`SELECT pg_advisory_xact_lock(74203, hashtext(${def.name}))`);
-    const running = await tx.query(sql`
+    const running = await queryRows(
+      tx,
+      sql`
       SELECT id, build_schema, group_id, started_at, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
-      FROM projection_rebuilds WHERE projection = ${def.name} AND status = 'running'`);
+      FROM projection_rebuilds WHERE projection = ${def.name} AND status = 'running'`,
+      (r) => ({ id: String(r.id), build_schema: String(r.build_schema), group_id: String(r.group_id), started_at: new Date(r.started_at as Date | string), alive: r.alive === true }),
+    );
     const alive = running.find((r) => r.alive);
     if (alive) {
       throw new RebuildRefusedError(
-        `Another rebuild of ${def.name} is running (id ${alive.id}, started ${new Date(alive.started_at).toISOString()}). ` +
+        `Another rebuild of ${def.name} is running (id ${alive.id}, started ${alive.started_at.toISOString()}). ` +
           '`pnpm cli projections status` shows its progress. Nothing was changed.',
       );
     }
@@ -287,8 +293,8 @@ async function trySwitch<T>(
     });
     return true;
   } catch (e) {
-    // Not caught up in time, the lock not had in time (55P03), or a deadlock with the live projector (40P01).
-    if (e instanceof NotCaughtUp || ['55P03', '40P01'].includes((e as { code?: string }).code ?? '')) return false;
+    // Not caught up in time, the lock not had in time, or a deadlock with the live projector.
+    if (e instanceof NotCaughtUp || isLockNotAvailable(e) || isDeadlock(e)) return false;
     throw e;
   }
 }
@@ -327,11 +333,15 @@ export async function projectionStatus(
     const topic = def.source(o.topics);
     const group = liveGroupId(o.groupPrefix, def);
     const log = await o.bus.offsets(topic);
-    const rows = await o.db.query(sql`SELECT partition, next_offset, updated_at FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic}`);
-    const at = new Map(rows.map((r) => [Number(r.partition), r]));
+    const rows = await queryRows(
+      o.db,
+      sql`SELECT partition, next_offset, updated_at FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic}`,
+      (r) => ({ partition: Number(r.partition), nextOffset: BigInt(r.next_offset as string), updatedAt: new Date(r.updated_at as Date | string) }),
+    );
+    const at = new Map(rows.map((r) => [r.partition, r]));
     const partitions = log.map((p) => {
       const row = at.get(p.partition);
-      const applied = row ? BigInt(row.next_offset) : null;
+      const applied = row ? row.nextOffset : null;
       const position = applied ?? BigInt(p.low);
       const end = BigInt(p.high);
       return {
@@ -340,7 +350,7 @@ export async function projectionStatus(
         logStart: p.low,
         logEnd: p.high,
         lag: Number(end > position ? end - position : 0n),
-        lastAppliedAt: row ? new Date(row.updated_at).toISOString() : null,
+        lastAppliedAt: row ? row.updatedAt.toISOString() : null,
       };
     });
     let deadLetters = 0;
@@ -349,10 +359,22 @@ export async function projectionStatus(
     } catch (e) {
       if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
     }
-    const [redriven] = await o.db.query(sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`);
-    const last = await o.db.query(sql`
+    const [redriven] = await queryRows(o.db, sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`, (r) => Number(r.n));
+    const last = await queryRows(
+      o.db,
+      sql`
       SELECT id, status, started_at, finished_at, applied, error, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
-      FROM projection_rebuilds WHERE projection = ${def.name} ORDER BY started_at DESC LIMIT 1`);
+      FROM projection_rebuilds WHERE projection = ${def.name} ORDER BY started_at DESC LIMIT 1`,
+      (r) => ({
+        id: String(r.id),
+        status: String(r.status),
+        startedAt: new Date(r.started_at as Date | string).toISOString(),
+        finishedAt: r.finished_at ? new Date(r.finished_at as Date | string).toISOString() : null,
+        applied: Number(r.applied),
+        running: r.status === 'running' && r.alive === true,
+        error: r.error === null || r.error === undefined ? null : String(r.error),
+      }),
+    );
     const lastApplied = partitions.map((p) => p.lastAppliedAt).filter((x): x is string => x !== null).sort();
     out.push({
       projection: def.name,
@@ -365,19 +387,8 @@ export async function projectionStatus(
       lag: partitions.reduce((n, p) => n + p.lag, 0),
       lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
       deadLetters,
-      deadLettersRedriven: redriven.n,
-      rebuild:
-        last.length === 0
-          ? null
-          : {
-              id: last[0].id,
-              status: last[0].status,
-              startedAt: new Date(last[0].started_at).toISOString(),
-              finishedAt: last[0].finished_at ? new Date(last[0].finished_at).toISOString() : null,
-              applied: Number(last[0].applied),
-              running: last[0].status === 'running' && last[0].alive === true,
-              error: last[0].error ?? null,
-            },
+      deadLettersRedriven: redriven,
+      rebuild: last[0] ?? null,
     });
   }
   return out;

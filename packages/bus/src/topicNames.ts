@@ -12,3 +12,12 @@ export function topicNames(prefix = ''): TopicNames {
     dlq,
   };
 }
+
+const keyOfName = new Map(Object.entries(topics).map(([k, name]) => [name as string, k as keyof typeof topics]));
+
+/** The deployment's name of a declared topic (`defineTopic`). */
+export function topicOf(names: TopicNames, topic: { name: string }): string {
+  const key = keyOfName.get(topic.name);
+  if (!key) throw new Error(`${topic.name} is not a topic Shopstream owns`);
+  return names[key];
+}

@@ -1,3 +1,4 @@
+import { topicDefinitions } from '@shopstream/contracts';
 import type { TopicSpec } from './port.js';
 import type { TopicNames } from './topicNames.js';
 
@@ -17,12 +18,7 @@ export interface OwnedTopic {
 
 /** Every topic Shopstream owns, with its role: the four topics and a dead-letter topic for each. */
 export function ownedTopics(names: TopicNames): OwnedTopic[] {
-  const main: OwnedTopic[] = [
-    { topic: names.events, role: 'source' },
-    { topic: names.metrics, role: 'derived' },
-    { topic: names.flowTriggers, role: 'derived' },
-    { topic: names.conversations, role: 'source' },
-  ];
+  const main: OwnedTopic[] = Object.entries(topicDefinitions).map(([k, t]) => ({ topic: names[k as keyof typeof topicDefinitions], role: t.role }));
   return [...main, ...main.map((t) => ({ topic: names.dlq(t.topic), role: 'dead-letter' as const }))];
 }
 

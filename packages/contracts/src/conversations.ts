@@ -115,7 +115,8 @@ export const MAX_EXPORT_LIMIT = 100;
 export const MAX_IN_VALUES = 100;
 export const MAX_EXPORT_WINDOW_DAYS = 30;
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+// Both cases written out: JSON Schema patterns have no `i` flag, and the OpenAPI document shows this one.
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
 
 /** A comma-separated list of 1 to 100 values, each checked by `ok`; duplicates are dropped. */
 const csvList = (ok: (v: string) => boolean, what: string) =>

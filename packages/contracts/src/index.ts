@@ -7,3 +7,5 @@ export * from './flows.js';
 export * from './activities.js';
 export * from './storableText.js';
 export * from './topicContracts.js';
+export * from './defineTopic.js';
+export * from './topicDefinitions.js';

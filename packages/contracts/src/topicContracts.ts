@@ -1,7 +1,6 @@
 import { z } from 'zod';
-import { conversationRecordSchema } from './conversations.js';
-import { eventRecordSchema, flowTriggerRecordSchema, metricEventSchema } from './records.js';
-import { headers as H, schemas } from './topics.js';
+import { topicDefinitions } from './topicDefinitions.js';
+import { headers as H } from './topics.js';
 
 /** The headers of a dead letter on `<topic>.dlq`, beside the original record's own headers (kept as they were). */
 export const deadLetterHeadersSchema = z
@@ -21,10 +20,7 @@ export const DLQ_HEADERS_SCHEMA = 'dlq-headers.v1';
  * (`metric-event.v2`), published beside the old one (docs/versioning.md).
  */
 export const topicContracts: Record<string, z.ZodType> = {
-  [schemas.eventRecorded]: eventRecordSchema,
-  [schemas.metricEvent]: metricEventSchema,
-  [schemas.flowTriggered]: flowTriggerRecordSchema,
-  [schemas.conversationRecord]: conversationRecordSchema,
+  ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
 };
 

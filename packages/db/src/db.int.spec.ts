@@ -1,5 +1,6 @@
 import { readdir } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
+import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra } from '@shopstream/testkit';
 import { waitFor } from '@shopstream/testkit/harness';
@@ -14,8 +15,9 @@ const backends: [string, () => Promise<Db>][] = [
   ['PostgreSQL', async () => connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 3 })],
 ];
 
+// Steps by file name, over every owner's folder (migrations/<owner>/NNN_name.sql).
 const migrationFiles = async () =>
-  (await readdir(fileURLToPath(new URL('../migrations', import.meta.url)))).filter((f) => f.endsWith('.sql')).sort();
+  [...new Set((await readdir(fileURLToPath(new URL('../migrations', import.meta.url)), { recursive: true })).filter((f) => f.endsWith('.sql')).map((f) => path.basename(f)))].sort();
 
 describe.each(backends)('Db on %s', (name, open) => {
   let db: Db;

@@ -1,5 +1,6 @@
 import databasesPg, { pgFormat, sql, type SQLQuery, type ConnectionPool } from '@databases/pg';
 import pg from 'pg';
+import { isServerUnavailable } from './pgErrors.js';
 
 // @databases/pg is CommonJS: under NodeNext its default import is the module object, callable at run time.
 const createConnectionPool = databasesPg as unknown as (typeof databasesPg)['default'];
@@ -9,6 +10,10 @@ export type { SQLQuery };
 
 /** Anything that runs SQL: the pool itself or a transaction. */
 export interface Queryable {
+  /**
+   * Runs a statement. Its rows are untyped: read them through a store's decoder (queryRows / queryRow, rows.ts)
+   * rather than by field access on this result.
+   */
   query(query: SQLQuery): Promise<any[]>;
 }
 
@@ -38,8 +43,6 @@ export class DatabaseUnavailableError extends Error {
 }
 
 const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'CONNECTION_POOL:QUEUE_TIMEOUT']);
-// 57P01-57P03: the server is shutting down or starting; 53300: too many connections.
-const UNAVAILABLE_SQLSTATES = new Set(['57P01', '57P02', '57P03', '53300']);
 
 /** True for an error that says the database is away, not that the query was wrong. */
 export function isDatabaseUnavailable(e: unknown): boolean {
@@ -47,7 +50,7 @@ export function isDatabaseUnavailable(e: unknown): boolean {
   const err = e as { code?: unknown; message?: unknown } | null;
   if (!err || typeof err !== 'object') return false;
   const code = typeof err.code === 'string' ? err.code : '';
-  if (UNREACHABLE_CODES.has(code) || UNAVAILABLE_SQLSTATES.has(code) || code.startsWith('08')) return true;
+  if (UNREACHABLE_CODES.has(code) || isServerUnavailable(e)) return true;
   return typeof err.message === 'string' && /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error/i.test(err.message);
 }
 

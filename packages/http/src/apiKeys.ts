@@ -1,6 +1,6 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { isUuid } from '@shopstream/contracts';
-import { isDatabaseUnavailable, sql, type Db } from '@shopstream/db';
+import { isDatabaseUnavailable, queryRows, sql, type Db, type Row } from '@shopstream/db';
 
 export interface ApiKeyInfo {
   id: string;
@@ -14,6 +14,16 @@ export interface ResolvedKey {
   id: string;
   shops: ReadonlySet<string>;
 }
+
+const iso = (d: unknown) => new Date(d as Date | string).toISOString();
+/** A row of api_keys with its shops, as `list` selects it. */
+const apiKeyRow = (r: Row): ApiKeyInfo => ({
+  id: String(r.id),
+  name: String(r.name),
+  shops: r.shops as string[],
+  created_at: iso(r.created_at),
+  revoked_at: r.revoked_at ? iso(r.revoked_at) : null,
+});
 
 const hashOf = (secret: string): Buffer => createHash('sha256').update(secret, 'utf8').digest();
 
@@ -42,7 +52,7 @@ export class ApiKeyStore {
         RETURNING id`);
       // The no-op update only returns the existing key's id: a key that was revoked stays revoked, even
       // when BOOTSTRAP_API_KEYS names it again at every start.
-      const keyId: string = inserted[0].id;
+      const keyId = String(inserted[0].id);
       for (const shop of shops) {
         await tx.query(sql`INSERT INTO api_key_shops (api_key_id, shop_id) VALUES (${keyId}, ${shop}) ON CONFLICT DO NOTHING`);
       }
@@ -54,18 +64,15 @@ export class ApiKeyStore {
   }
 
   async list(): Promise<ApiKeyInfo[]> {
-    const rows = await this.db.query(sql`
+    return queryRows(
+      this.db,
+      sql`
       SELECT k.id, k.name, k.created_at, k.revoked_at,
              coalesce(array_agg(s.shop_id::text ORDER BY s.shop_id) FILTER (WHERE s.shop_id IS NOT NULL), '{}') AS shops
       FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
-      GROUP BY k.id ORDER BY k.created_at, k.id`);
-    return rows.map((r) => ({
-      id: r.id,
-      name: r.name,
-      shops: r.shops,
-      created_at: new Date(r.created_at).toISOString(),
-      revoked_at: r.revoked_at ? new Date(r.revoked_at).toISOString() : null,
-    }));
+      GROUP BY k.id ORDER BY k.created_at, k.id`,
+      apiKeyRow,
+    );
   }
 
   /** True when a key with this id existed and was not yet revoked. */
@@ -81,6 +88,19 @@ export class ApiKeyStore {
    * served from the cache (a revocation then takes effect once the database answers again), so producers keep
    * going through an outage; an unknown secret is then a 503, as anything else needing the database.
    */
+  /**
+   * The key for this secret from the cache alone, without a query: the key, null when the secret is cached as
+   * unknown, undefined when the cache does not know (then ask `resolve`). For a path that must not wait.
+   */
+  cached(secret: string): ResolvedKey | null | undefined {
+    const cacheKey = hashOf(secret).toString('hex');
+    const now = Date.now();
+    const known = this.cache.get(cacheKey);
+    if (known && known.until > now) return known.key;
+    const unknown = this.unknown.get(cacheKey);
+    return unknown !== undefined && unknown > now ? null : undefined;
+  }
+
   async resolve(secret: string): Promise<ResolvedKey | null> {
     const hash = hashOf(secret);
     const cacheKey = hash.toString('hex');
@@ -89,11 +109,15 @@ export class ApiKeyStore {
     if (known && known.until > now) return known.key;
     const unknown = this.unknown.get(cacheKey);
     if (unknown !== undefined && unknown > now) return null;
-    let rows: any[];
+    let rows: { id: string; shopId: string | null }[];
     try {
-      rows = await this.db.query(sql`
+      rows = await queryRows(
+        this.db,
+        sql`
         SELECT k.id, s.shop_id FROM api_keys k LEFT JOIN api_key_shops s ON s.api_key_id = k.id
-        WHERE k.secret_hash = ${hash} AND k.revoked_at IS NULL`);
+        WHERE k.secret_hash = ${hash} AND k.revoked_at IS NULL`,
+        (r) => ({ id: String(r.id), shopId: r.shop_id === null ? null : String(r.shop_id) }),
+      );
     } catch (e) {
       if (known && isDatabaseUnavailable(e)) return known.key;
       throw e;
@@ -105,7 +129,7 @@ export class ApiKeyStore {
       this.unknown.set(cacheKey, now + this.ttlMs);
       return null;
     }
-    const key = { id: rows[0].id as string, shops: new Set(rows.filter((r) => r.shop_id).map((r) => r.shop_id as string)) };
+    const key = { id: rows[0].id, shops: new Set(rows.flatMap((r) => (r.shopId ? [r.shopId] : []))) };
     // Full: the oldest entry goes (it was dropped wholesale, so every key in use cost a query at once).
     if (this.cache.size >= MAX_KNOWN && !this.cache.has(cacheKey)) this.cache.delete(this.cache.keys().next().value!);
     this.cache.set(cacheKey, { until: now + this.ttlMs, key });

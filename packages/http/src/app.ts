@@ -1,5 +1,6 @@
 import express, { type ErrorRequestHandler, type Express, type RequestHandler } from 'express';
 import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
 import { counter, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
@@ -20,6 +21,12 @@ declare global {
 
 const requests = counter('shopstream_http_requests_total', 'HTTP requests, by service, route and status.', ['service', 'method', 'route', 'status']);
 const latency = histogram('shopstream_http_request_seconds', 'HTTP request latency, by service, route and status.', ['service', 'method', 'route', 'status']);
+
+const shed = counter(
+  'shopstream_http_shed_total',
+  'Requests answered before the router by a shed handler (a producer over its rate limit), by service, route and status; also counted in shopstream_http_requests_total.',
+  ['service', 'route', 'status'],
+);
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -45,14 +52,54 @@ Object.defineProperty(express.request, 'log', {
   },
 });
 
+/** The request's id: the client's X-Request-Id when trusted (TRUST_REQUEST_ID) and well-formed, else a new uuid. */
+export function requestIdOf(req: IncomingMessage, trustRequestId: boolean): string {
+  const given = trustRequestId ? req.headers['x-request-id'] : undefined;
+  return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+}
+
+/** What a service's shed handler answered a request with, outside express (see ShedHandler in server.ts). */
+export interface ShedAnswer {
+  /** The route template, as in requestContext's metrics and logs. */
+  route: string;
+  requestId: string;
+  shopId: string;
+  apiKeyId: string;
+}
+
+/**
+ * A service's shed handlers as one ShedHandler for listen(): the first that answers wins, and its request is
+ * counted and logged as requestContext counts and logs one answered inside express (same series, same line).
+ */
+export function shedHandler(service: string, logger: Logger, sheds: ((req: IncomingMessage, res: ServerResponse) => ShedAnswer | false)[]) {
+  if (sheds.length === 0) return undefined;
+  return (req: IncomingMessage, res: ServerResponse): boolean => {
+    const start = process.hrtime.bigint();
+    for (const answer of sheds) {
+      const a = answer(req, res);
+      if (!a) continue;
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const labels = { service, method: req.method ?? '', route: a.route, status: String(res.statusCode) };
+      requests.inc(labels);
+      latency.observe(labels, seconds);
+      shed.inc({ service, route: a.route, status: labels.status });
+      logger.info(
+        { request_id: a.requestId, shop_id: a.shopId, api_key_id: a.apiKeyId, method: req.method, path: a.route, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10 },
+        'request',
+      );
+      return true;
+    }
+    return false;
+  };
+}
+
 /** Request id, per-request logger, request metrics. The first middleware of every Shopstream app. */
 export function requestContext(service: string, logger: Logger, routes: string[] = [], trustRequestId = false): RequestHandler {
   const routeOf = routeMatcher(routes);
   return (req, res, next) => {
     // A client's X-Request-Id only when a proxy in front sets it (TRUST_REQUEST_ID): otherwise anyone could
     // choose the ids in our logs, or send a secret there and have it logged.
-    const given = trustRequestId ? req.get('x-request-id') : undefined;
-    req.id = given && REQUEST_ID.test(given) ? given : randomUUID();
+    req.id = requestIdOf(req, trustRequestId);
     res.setHeader('X-Request-Id', req.id);
     (req as LoggedRequest)[BASE_LOGGER] = logger;
     const start = process.hrtime.bigint();
@@ -88,7 +135,7 @@ export function requestContext(service: string, logger: Logger, routes: string[]
  * ETag (createBaseApp): the same bytes and headers, without express's per-call settings look-ups and
  * Content-Type re-parsing, for the hot endpoints.
  */
-export function sendJson(res: express.Response, status: number, body: unknown): void {
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   res.statusCode = status;
   res.setHeader('Content-Type', 'application/json; charset=utf-8');
@@ -96,10 +143,10 @@ export function sendJson(res: express.Response, status: number, body: unknown): 
   res.end(text, 'utf8');
 }
 
-export function sendError(res: express.Response, requestId: string, err: ApiError): void {
+export function sendError(res: ServerResponse, requestId: string, err: ApiError): void {
   for (const [k, v] of Object.entries(err.headers)) res.setHeader(k, v);
   const body: ErrorBody = { error: { code: err.code, message: err.message, request_id: requestId, fields: err.fields } };
-  res.status(err.status).json(body);
+  sendJson(res, err.status, body);
 }
 
 /** Turns anything thrown into the one error body; a 500 never carries a stack trace. */

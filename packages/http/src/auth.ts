@@ -3,16 +3,20 @@ import { isUuid } from '@shopstream/contracts';
 import { ApiError } from './errors.js';
 import type { ApiKeyStore } from './apiKeys.js';
 
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+
+/** The secret of an `Authorization: Bearer <key>` header, or undefined when it is missing or malformed. */
+export const bearerSecret = (header: string | undefined): string | undefined => BEARER.exec(header ?? '')?.[1];
+
 /**
  * `Authorization: Bearer <key>` (401 when missing, unknown or revoked), then `X-Shop-Id` (400
  * `invalid_shop` when missing or not a uuid), then the grant (403 when the key does not reach that shop).
  */
 export function requireAuth(keys: ApiKeyStore): RequestHandler {
   return async (req, _res, next) => {
-    const header = req.get('authorization') ?? '';
-    const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
-    if (!m) return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
-    const key = await keys.resolve(m[1]);
+    const secret = bearerSecret(req.get('authorization'));
+    if (secret === undefined) return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
+    const key = await keys.resolve(secret);
     if (!key) return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
     const shop = req.get('x-shop-id')?.trim() ?? '';
     if (!isUuid(shop)) {

@@ -1,10 +1,37 @@
 export { ApiError, httpStatusOf } from './errors.js';
-export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, sendError, sendJson, type AppParts } from './app.js';
+export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, requestIdOf, sendError, sendJson, shedHandler, type AppParts, type ShedAnswer } from './app.js';
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
-export { requireAuth } from './auth.js';
-export { listen, type RunningServer } from './server.js';
+export { bearerSecret, requireAuth } from './auth.js';
+export { listen, type RunningServer, type ShedHandler } from './server.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
 export { LeasedRateLimiter, type LeasedRateLimitOptions, type RateDecision } from './leasedRateLimit.js';
 export { cursorCodec, baseUrlOf, pageLink, type CursorCodec } from './cursor.js';
-export { keysetPage, keysetCursorCodec, type KeysetCursor, type KeysetPage, type KeysetPageOptions, type PageDirection } from './keysetPage.js';
+export {
+  keysetPage,
+  readKeysetPage,
+  keysetCursorCodec,
+  pinFingerprint,
+  type KeysetCursor,
+  type KeysetPage,
+  type KeysetPageOptions,
+  type KeysetSource,
+  type KeysetWindow,
+  type PageDirection,
+  type PageQuery,
+  type PinnedWindows,
+} from './keysetPage.js';
+export {
+  API_PREFIX,
+  defineRoute,
+  mountRoutes,
+  uuidPathParam,
+  type Route,
+  type RouteSpec,
+  type RouteInput,
+  type OpenApiOperation,
+  type OpenApiPart,
+  type OpenApiParam,
+  type OpenApiHeader,
+  type OpenApiHeaders,
+} from './route.js';

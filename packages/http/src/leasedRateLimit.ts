@@ -163,6 +163,20 @@ export class LeasedRateLimiter {
     }
   }
 
+  /**
+   * The rejection of a request costing at least one token, decided without waiting, when this replica already
+   * knows the shared bucket of (apiKeyId, shopId) is too low for it (it holds less than a token and the last
+   * lease came back short, so no lease is due yet); undefined otherwise (then `take`, which may lease).
+   * For shedding a producer far over its limit before its request reaches the router.
+   */
+  rejectNow(apiKeyId: string, shopId: string): RateDecision | undefined {
+    const s = this.keys.get(`${apiKeyId}/${shopId}`);
+    const now = Date.now();
+    if (!s || now < this.downUntil || s.local >= 1 || now >= s.emptyUntil) return undefined;
+    s.usedAt = now;
+    return this.rejectShared(s, 1);
+  }
+
   /** Sets the RateLimit headers of a decision on a response. */
   static setHeaders(res: { setHeader(name: string, value: string): unknown }, d: RateDecision): void {
     for (const [k, v] of Object.entries(d.headers)) res.setHeader(k, v);

@@ -1,5 +1,5 @@
 import type { RequestHandler } from 'express';
-import { sql, type Db } from '@shopstream/db';
+import { queryRows, sql, type Db } from '@shopstream/db';
 import { counter, type Counter } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
@@ -30,15 +30,19 @@ export function rateLimit(o: RateLimitOptions): RequestHandler {
   return async (req, res, next) => {
     try {
       // now() is the database's clock: replicas with skewed clocks still agree on the window.
-      const rows = await o.db.query(sql`
+      const [counted] = await queryRows(
+        o.db,
+        sql`
         INSERT INTO rate_limits AS r (bucket, api_key_id, shop_id, window_start, count)
         VALUES (${o.bucket}, ${req.apiKeyId}, ${req.shopId}, now(), 1)
         ON CONFLICT (bucket, api_key_id, shop_id) DO UPDATE SET
           window_start = CASE WHEN r.window_start <= now() - ${window}::interval THEN now() ELSE r.window_start END,
           count = CASE WHEN r.window_start <= now() - ${window}::interval THEN 1 ELSE least(r.count + 1, ${o.limit + 1}) END
-        RETURNING count, ceil(extract(epoch FROM (window_start + ${window}::interval - now())))::int AS reset`);
-      const count = Number(rows[0].count);
-      const reset = Math.max(1, Number(rows[0].reset));
+        RETURNING count, ceil(extract(epoch FROM (window_start + ${window}::interval - now())))::int AS reset`,
+        (r) => ({ count: Number(r.count), reset: Number(r.reset) }),
+      );
+      const count = counted.count;
+      const reset = Math.max(1, counted.reset);
       const remaining = Math.max(0, o.limit - count);
       res.setHeader('RateLimit-Limit', String(o.limit));
       res.setHeader('RateLimit-Remaining', String(remaining));

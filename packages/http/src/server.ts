@@ -74,7 +74,21 @@ export interface ServerTimeouts {
 
 export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 65_000 };
 
-export async function listen(app: Express, port: number, host: string, logger: Logger, timeouts: ServerTimeouts = DEFAULT_TIMEOUTS): Promise<RunningServer> {
+/**
+ * Answers a request before it reaches express, or returns false to let express have it. For load that must
+ * cost as little as possible, such as a producer far over its rate limit: it runs synchronously, on the raw
+ * request, before any middleware (so it records its own metrics and log line: see recordShed).
+ */
+export type ShedHandler = (req: http.IncomingMessage, res: http.ServerResponse) => boolean;
+
+export async function listen(
+  app: Express,
+  port: number,
+  host: string,
+  logger: Logger,
+  timeouts: ServerTimeouts = DEFAULT_TIMEOUTS,
+  shed?: ShedHandler,
+): Promise<RunningServer> {
   const server = http.createServer(
     {
       maxHeaderSize: MAX_HEADER_BYTES,
@@ -85,7 +99,7 @@ export async function listen(app: Express, port: number, host: string, logger: L
       // Node checks the two timeouts above every 30 s by default: a 10 s limit could then take 40 s.
       connectionsCheckingInterval: 1_000,
     },
-    app,
+    shed ? (req, res) => void (shed(req, res) || app(req, res)) : app,
   );
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, logger));
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => answerExpectation(req, res, logger));

@@ -1,4 +1,4 @@
-import { contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, schemas } from '@shopstream/contracts';
+import { contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, topicDefinitions } from '@shopstream/contracts';
 import type { TopicNames } from '@shopstream/bus';
 
 type Json = Record<string, any>;
@@ -14,7 +14,8 @@ interface Channel {
   title: string;
   senders: string[];
   receivers: string[];
-  metricNameHeader?: boolean;
+  /** Headers beyond the envelope's, by name, with their description. */
+  extraHeaders?: Record<string, string>;
 }
 
 /**
@@ -42,50 +43,18 @@ const uuidKey = { type: 'string', format: 'uuid', description: 'The shop id: rec
  * service sends and receives each. Served at /asyncapi.json beside /openapi.json.
  */
 export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
-  const channels: Channel[] = [
-    {
-      id: 'events',
-      address: topics.events,
-      description: 'Every accepted event, as ingest-api wrote it after resolving its contact: the source of truth of Activities. Kept forever.',
-      contract: schemas.eventRecorded,
-      messageId: 'eventRecorded',
-      title: 'An event was recorded',
-      senders: ['ingest-api', 'cli (dlq redrive)'],
-      receivers: ['activity-projector'],
-    },
-    {
-      id: 'metrics',
-      address: topics.metrics,
-      description: 'One metric event per new Activity; `id` equals the activity id (deduplicate a rare repeat by it). Derived: kept DERIVED_TOPIC_RETENTION_MS.',
-      contract: schemas.metricEvent,
-      messageId: 'metricEvent',
-      title: 'A metric event',
-      senders: ['activity-projector'],
-      receivers: ['flow-matcher', 'analytics consumers'],
-      metricNameHeader: true,
-    },
-    {
-      id: 'flowTriggers',
-      address: topics.flowTriggers,
-      description: 'One record per (flow, metric event) a flow matched; `id` is UUIDv5 of both. Derived: kept DERIVED_TOPIC_RETENTION_MS.',
-      contract: schemas.flowTriggered,
-      messageId: 'flowTriggered',
-      title: 'A flow was triggered',
-      senders: ['flow-matcher'],
-      receivers: ['analytics consumers', 'automation'],
-    },
-    {
-      id: 'conversations',
-      address: topics.conversations,
-      description: 'Support conversations and their messages from upstream producers (`type` tells which). Kept forever.',
-      contract: schemas.conversationRecord,
-      messageId: 'conversationRecord',
-      title: 'A conversation upserted, or a message created',
-      senders: ['upstream producers', 'cli (conversations import)'],
-      receivers: ['conversation-projector'],
-    },
-  ];
-  const consumerOf: Record<string, string> = { events: 'activity-projector', metrics: 'flow-matcher', conversations: 'conversation-projector', flowTriggers: 'flow-triggers consumers' };
+  const channels: Channel[] = Object.entries(topicDefinitions).map(([id, t]) => ({
+    id,
+    address: topics[id as keyof typeof topicDefinitions],
+    description: t.doc.description,
+    contract: t.schemaId,
+    messageId: t.doc.messageId,
+    title: t.doc.title,
+    senders: t.doc.senders,
+    receivers: t.doc.receivers,
+    extraHeaders: Object.fromEntries(Object.entries(t.headers ?? {}).map(([name, h]) => [name, h.describe])),
+  }));
+  const consumerOf: Record<string, string> = Object.fromEntries(Object.entries(topicDefinitions).map(([id, t]) => [id, t.doc.consumer]));
   for (const c of [...channels]) {
     channels.push({
       id: `${c.id}Dlq`,
@@ -109,7 +78,7 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
         [H.contentType]: { type: 'string', const: 'application/json' },
         [H.schema]: c.contract ? { type: 'string', const: c.contract, description: 'The contract of the value, packages/contracts/schemas/<schema>.json.' } : { type: 'string' },
         [H.shopId]: { type: 'string', format: 'uuid' },
-        ...(c.metricNameHeader ? { [H.metricName]: { type: 'string', description: 'The metric name, to filter without parsing the value.' } } : {}),
+        ...Object.fromEntries(Object.entries(c.extraHeaders ?? {}).map(([name, description]) => [name, { type: 'string', description }])),
       },
       required: c.contract ? [H.contentType, H.schema, H.shopId] : [],
     };

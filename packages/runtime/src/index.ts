@@ -1,4 +1,5 @@
 export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type FiniteRetention } from './runtime.js';
 export { serve, exitOnSignals, type StartedService, type ServiceFactory } from './service.js';
-export { buildOpenApi, type OpenApiPart, type OpenApiOperation, type OpenApiParam, type OpenApiHeader, type OpenApiHeaders } from './openapi.js';
+export { buildOpenApi } from './openapi.js';
+export type { OpenApiPart, OpenApiOperation, OpenApiParam, OpenApiHeader, OpenApiHeaders } from '@shopstream/http';
 export { buildAsyncApi } from './asyncapi.js';

@@ -2,119 +2,23 @@ import express, { type RequestHandler } from 'express';
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import { errorBodySchema } from '@shopstream/contracts';
-
-export interface OpenApiParam {
-  name: string;
-  in: 'query' | 'path' | 'header';
-  schema: z.ZodType;
-  required?: boolean;
-  description?: string;
-}
-
-/**
- * A response header. The string shorthand is a required string header with that description; `required`
- * false documents a header only some answers of that status carry.
- */
-export type OpenApiHeader = string | { description: string; type?: 'string' | 'integer'; required?: boolean };
-export type OpenApiHeaders = Record<string, OpenApiHeader>;
-
-export interface OpenApiOperation {
-  method: 'get' | 'post' | 'patch' | 'delete';
-  /** Stable name of the operation: generated clients name their methods after it. */
-  operationId: string;
-  /** OpenAPI path template, e.g. `/v2026-04/flows/{id}/`. */
-  path: string;
-  summary: string;
-  description?: string;
-  tags: string[];
-  params?: OpenApiParam[];
-  /** Expanded into one query parameter per key. */
-  query?: z.ZodObject;
-  body?: z.ZodType;
-  /** A request body as a client would send it: shown in /docs and by client generators. */
-  bodyExample?: unknown;
-  /** Success responses; the error responses are added from `errors`. */
-  responses: Record<number, { description: string; schema?: z.ZodType; headers?: OpenApiHeaders }>;
-  /** HTTP statuses of the error body this operation can answer. */
-  errors: number[];
-  /** Headers some error statuses carry, e.g. Retry-After on 503. */
-  errorHeaders?: Partial<Record<number, OpenApiHeaders>>;
-}
-
-export interface OpenApiPart {
-  operations: OpenApiOperation[];
-}
+import type { OpenApiHeaders, OpenApiPart } from '@shopstream/http';
 
 type Json = Record<string, unknown>;
 type Io = 'input' | 'output';
 
 const jsonSchema = (s: z.ZodType, io: Io) =>
-  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline', override: caseInsensitivePatterns }) as Json;
-
-const isLetter = (c: string) => c.toLowerCase() !== c.toUpperCase();
-const otherCase = (c: string) => (c === c.toLowerCase() ? c.toUpperCase() : c.toLowerCase());
+  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline', override: noRegexFlags }) as Json;
 
 /**
- * The same language as `source` with the `i` flag, written without it: JSON Schema patterns have no
- * flags. Letters become `[aA]`, class members and ranges get their other case. Covers the syntax the
- * contracts use (classes, ranges, escapes, groups, quantifiers); unicode case folding beyond that is not.
+ * JSON Schema patterns have no flags, and zod writes a regex's source without them: a `/…/i` check would be
+ * documented as case-sensitive. Contracts write both cases out (`[0-9a-fA-F]`); one that does not is refused here.
  */
-function caseless(source: string): string {
-  let out = '';
-  for (let i = 0; i < source.length; i++) {
-    const c = source[i];
-    if (c === '\\') {
-      // An escape and its argument stay as they are: \d, \u00e9, \p{L}, \x41.
-      const m = /^\\(u\{[0-9a-fA-F]+\}|u[0-9a-fA-F]{4}|x[0-9a-fA-F]{2}|[pP]\{[^}]*\}|c[A-Za-z]|.)/.exec(source.slice(i));
-      out += m![0];
-      i += m![0].length - 1;
-    } else if (c === '[') {
-      let j = i + 1;
-      let cls = '';
-      let extra = '';
-      if (source[j] === '^') cls += source[j++];
-      for (; j < source.length && source[j] !== ']'; j++) {
-        if (source[j] === '\\') {
-          cls += source[j] + source[j + 1];
-          j++;
-        } else if (source[j + 1] === '-' && source[j + 2] !== undefined && source[j + 2] !== ']') {
-          const [from, to] = [source[j], source[j + 2]];
-          cls += `${from}-${to}`;
-          const sameCase = (from === from.toLowerCase()) === (to === to.toLowerCase());
-          if (isLetter(from) && isLetter(to) && sameCase) extra += `${otherCase(from)}-${otherCase(to)}`;
-          j += 2;
-        } else {
-          cls += source[j];
-          if (isLetter(source[j])) extra += otherCase(source[j]);
-        }
-      }
-      out += `[${cls}${extra}]`;
-      i = j;
-    } else if (c === '(' && source[i + 1] === '?' && source[i + 2] === '<' && source[i + 3] !== '=' && source[i + 3] !== '!') {
-      const end = source.indexOf('>', i);
-      out += source.slice(i, end + 1);
-      i = end;
-    } else if (c === '(' && source[i + 1] === '?') {
-      out += source.slice(i, i + 3);
-      i += 2;
-    } else {
-      out += isLetter(c) ? `[${c}${otherCase(c)}]` : c;
-    }
-  }
-  return out;
-}
-
-/** zod writes a regex's source without its flags: a `/…/i` check would be documented as case-sensitive. */
-function caseInsensitivePatterns(ctx: { zodSchema: unknown; jsonSchema: Json }): void {
+function noRegexFlags(ctx: { zodSchema: unknown }): void {
   const internals = (ctx.zodSchema as { _zod?: { bag?: { patterns?: Set<RegExp> }; def?: { checks?: { _zod: { def: { pattern?: unknown } } }[] } } })._zod;
   const patterns = [...(internals?.bag?.patterns ?? []), ...(internals?.def?.checks ?? []).map((c) => c._zod.def.pattern)];
-  const folded = new Map(patterns.filter((p): p is RegExp => p instanceof RegExp && p.flags.includes('i')).map((p) => [p.source, caseless(p.source)]));
-  if (folded.size === 0) return;
-  const fold = (node: Json) => {
-    if (typeof node.pattern === 'string' && folded.has(node.pattern)) node.pattern = folded.get(node.pattern);
-  };
-  fold(ctx.jsonSchema);
-  for (const part of (ctx.jsonSchema.allOf as Json[] | undefined) ?? []) fold(part);
+  const flagged = patterns.find((p): p is RegExp => p instanceof RegExp && /[ims]/.test(p.flags));
+  if (flagged) throw new Error(`buildOpenApi: /${flagged.source}/${flagged.flags} has flags JSON Schema cannot say: write the cases out`);
 }
 
 const DEFS = '#/$defs/';

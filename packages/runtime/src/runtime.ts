@@ -1,7 +1,7 @@
 import { hostname } from 'node:os';
 import { createKafkaBus, createPlatformaticKafkaBus, createPgLogBus, type MemberIdStore, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
 import { runningMode, type Env } from '@shopstream/config';
-import { migrate, openDb, sql, type Db } from '@shopstream/db';
+import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
 import { collectProcessMetrics, createLogger, type Logger } from '@shopstream/telemetry';
 
@@ -154,8 +154,8 @@ export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
   if (!instance) return undefined;
   return {
     async load(groupId) {
-      const rows = await db.query(sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`);
-      return rows.length > 0 ? String(rows[0].member_id) : undefined;
+      const member = await queryRow(db, sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`, (r) => String(r.member_id));
+      return member ?? undefined;
     },
     async save(groupId, memberId) {
       await db.query(sql`

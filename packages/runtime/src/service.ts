@@ -1,8 +1,9 @@
 import type { Router } from 'express';
 import { sql } from '@shopstream/db';
-import { createBaseApp, finishApp, listen, requireAuth } from '@shopstream/http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createBaseApp, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
-import { buildOpenApi, docsHandler, type OpenApiPart } from './openapi.js';
+import { buildOpenApi, docsHandler } from './openapi.js';
 import type { Runtime } from './runtime.js';
 
 /** What a service module gives the process that runs it. */
@@ -12,6 +13,11 @@ export interface StartedService {
   router?: Router;
   /** The service's part of the OpenAPI document. */
   openapi?: OpenApiPart;
+  /**
+   * Answers some requests before express does, synchronously, or returns false (a producer far over its limit:
+   * see ShedHandler in @shopstream/http). The process counts and logs what it answered.
+   */
+  shed?: (req: IncomingMessage, res: ServerResponse) => ShedAnswer | false;
   /** Extra readiness checks beyond the database and the bus. */
   readiness?: Record<string, () => Promise<boolean>>;
   /** Finishes work in hand (batch, requests) and stops. */
@@ -56,11 +62,18 @@ export async function serve(
   app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
   finishApp(app, services.flatMap((s) => s.openapi?.operations.map((op) => ({ method: op.method, path: op.path })) ?? []));
-  const server = await listen(app, opts.port, opts.host, rt.logger, {
-    headersTimeoutMs: rt.env.HTTP_HEADERS_TIMEOUT_MS,
-    requestTimeoutMs: rt.env.HTTP_REQUEST_TIMEOUT_MS,
-    keepAliveTimeoutMs: rt.env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
-  });
+  const server = await listen(
+    app,
+    opts.port,
+    opts.host,
+    rt.logger,
+    {
+      headersTimeoutMs: rt.env.HTTP_HEADERS_TIMEOUT_MS,
+      requestTimeoutMs: rt.env.HTTP_REQUEST_TIMEOUT_MS,
+      keepAliveTimeoutMs: rt.env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+    },
+    shedHandler(opts.name, rt.logger, services.flatMap((s) => (s.shed ? [s.shed] : []))),
+  );
   let stopping: Promise<void> | null = null;
   const stop = () =>
     (stopping ??= (async () => {

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, type ConversationRecord } from '@shopstream/contracts';
 
 /**
  * Cross-shop: every operation of the served OpenAPI document tried with a key of another shop, and with ids and
@@ -113,7 +113,7 @@ export async function seedShop(
   }));
   for (const r of records) ids.add((r as { conversation: { id: string } }).conversation.id);
   A.conversation = (records[0] as { conversation: { id: string } }).conversation.id;
-  await opts.publish(records.map((r) => ({ key: a.shopId, value: JSON.stringify(r), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: a.shopId } })));
+  await opts.publish(records.map((r) => conversationsTopic.record(r)));
   await poll(async () => (await call(a, 'GET', `/flows/${A.flow}/triggers/`)).body?.results?.length === 2, "A's triggers projected");
   await poll(async () => (await call(a, 'GET', '/activities/?scope=workspace')).body?.results?.length === 2, "A's workspace activities projected");
   await poll(async () => (await call(a, 'GET', '/conversations/export/?created_at__range=relative:-1d,')).body?.results?.length === 2, "A's conversations projected");

@@ -1,5 +1,5 @@
 import { defineProjection } from '@shopstream/bus';
-import { eventRecordSchema, topics as topicBase } from '@shopstream/contracts';
+import { eventsTopic, metricsTopic } from '@shopstream/contracts';
 import { metricEventOf, metricRecord, projectActivities } from './projectActivities.js';
 
 /**
@@ -10,9 +10,8 @@ export const activityProjection = defineProjection({
   name: 'activity-projector',
   version: 2,
   summary: 'events -> activities, contact_timeline; emits metrics',
-  source: (t) => t.events,
-  emits: (t) => [{ topic: t.metrics, name: topicBase.metrics }],
-  schema: eventRecordSchema,
+  topic: eventsTopic,
+  emits: [metricsTopic],
   tables: ['activities', 'contact_timeline'],
   async open({ topics }) {
     return {

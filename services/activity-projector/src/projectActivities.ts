@@ -1,6 +1,6 @@
 import { sql, type Queryable } from '@shopstream/db';
 import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
-import { headers as H, schemas, type EventRecord, type MetricEvent } from '@shopstream/contracts';
+import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
 /**
  * The metric event a new Activity emits: its id is the activity id, so consumers deduplicate by id. Every
@@ -24,12 +24,7 @@ export function metricEventOf(e: EventRecord): MetricEvent {
 }
 
 export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
-  return {
-    topic,
-    key: m.shop_id,
-    value: JSON.stringify(m),
-    headers: { [H.contentType]: 'application/json', [H.schema]: schemas.metricEvent, [H.shopId]: m.shop_id, [H.metricName]: m.metric_name },
-  };
+  return { topic, ...metricsTopic.record(m) };
 }
 
 /**

@@ -43,6 +43,7 @@ export async function applyConversationRecords(tx: Queryable, records: Conversat
   }
 
   const touched = new Map<string, { shop_id: string; id: string }>();
+  const touch = (shopId: string, id: string) => touched.set(`${shopId}/${id}`, { shop_id: shopId, id });
 
   if (messages.size > 0) {
     const rows = [...messages.values()].map((m) => ({
@@ -58,7 +59,7 @@ export async function applyConversationRecords(tx: Queryable, records: Conversat
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(shop_id uuid, id uuid, conversation_id uuid, created_at timestamptz, text text)
       ON CONFLICT (shop_id, id) DO NOTHING
       RETURNING shop_id, conversation_id`);
-    for (const r of inserted) touched.set(`${r.shop_id}/${r.conversation_id}`, { shop_id: r.shop_id, id: r.conversation_id });
+    for (const r of inserted) touch(String(r.shop_id), String(r.conversation_id));
   }
 
   if (upserts.size > 0) {
@@ -103,7 +104,7 @@ export async function applyConversationRecords(tx: Queryable, records: Conversat
         resolution = EXCLUDED.resolution, status = EXCLUDED.status, type = EXCLUDED.type
       WHERE c.updated_at <= EXCLUDED.updated_at
       RETURNING shop_id, id`);
-    for (const r of applied) touched.set(`${r.shop_id}/${r.id}`, { shop_id: r.shop_id, id: r.id });
+    for (const r of applied) touch(String(r.shop_id), String(r.id));
   }
 
   if (touched.size > 0) {

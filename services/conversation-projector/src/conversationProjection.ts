@@ -1,5 +1,5 @@
 import { defineProjection } from '@shopstream/bus';
-import { conversationRecordSchema } from '@shopstream/contracts';
+import { conversationsTopic } from '@shopstream/contracts';
 import { applyConversationRecords } from './applyConversationRecords.js';
 
 /** `conversations` -> the export read model (conversations, conversation_messages). Emits nothing. */
@@ -7,9 +7,8 @@ export const conversationProjection = defineProjection({
   name: 'conversation-projector',
   version: 1,
   summary: 'conversations -> conversations, conversation_messages',
-  source: (t) => t.conversations,
-  emits: () => [],
-  schema: conversationRecordSchema,
+  topic: conversationsTopic,
+  emits: [],
   tables: ['conversation_messages', 'conversations'],
   async open() {
     return {

@@ -1,4 +1,5 @@
-import { sql, type Db } from '@shopstream/db';
+import type { Db } from '@shopstream/db';
+import { flowVersions } from '@shopstream/flows';
 import { flowTriggerSchema, type FlowTrigger } from '@shopstream/contracts';
 import { gauge, type Logger } from '@shopstream/telemetry';
 
@@ -86,25 +87,21 @@ export class FlowIndex {
   }
 
   async refresh(): Promise<void> {
-    const [{ now }] = await this.db.query(sql`SELECT now() AS now`);
-    const rows = await this.db.query(sql`
-      SELECT seq, shop_id, flow_id, valid_from, status, metric_name, property_conditions, contact_conditions
-      FROM flow_versions ORDER BY valid_from, seq`);
+    const { now, versions } = await flowVersions.all(this.db);
     const byFlow = new Map<string, IndexedHistory>();
-    for (const r of rows) {
-      const seq = Number(r.seq);
-      let trigger = this.parsed.get(seq);
+    for (const r of versions) {
+      let trigger = this.parsed.get(r.seq);
       if (trigger === undefined) {
         // Flows are validated on the way in; a version that does not parse (edited by hand) matches nothing.
         const t = flowTriggerSchema.safeParse({ metric_name: r.metric_name, property_conditions: r.property_conditions, contact_conditions: r.contact_conditions });
-        if (!t.success) this.logger.warn({ flow_id: r.flow_id, shop_id: r.shop_id, seq }, 'flow trigger does not parse; that version matches nothing');
+        if (!t.success) this.logger.warn({ flow_id: r.flow_id, shop_id: r.shop_id, seq: r.seq }, 'flow trigger does not parse; that version matches nothing');
         trigger = t.success ? t.data : null;
-        this.parsed.set(seq, trigger);
+        this.parsed.set(r.seq, trigger);
       }
       const k = `${r.shop_id}/${r.flow_id}`;
       let h = byFlow.get(k);
       if (!h) byFlow.set(k, (h = { id: r.flow_id, shop_id: r.shop_id, versions: [] }));
-      h.versions.push({ seq, validFrom: new Date(r.valid_from).getTime(), status: r.status, metricName: r.metric_name, trigger });
+      h.versions.push({ seq: r.seq, validFrom: r.valid_from, status: r.status, metricName: r.metric_name, trigger });
     }
     const next = new Map<string, IndexedHistory[]>();
     let active = 0;
@@ -119,7 +116,7 @@ export class FlowIndex {
       if (h.versions[h.versions.length - 1].status === 'active') active++;
     }
     this.byKey = next;
-    this.completeUpTo = new Date(now).getTime() - COMMIT_MARGIN_MS;
+    this.completeUpTo = now - COMMIT_MARGIN_MS;
     this.loaded = true;
     activeFlows.set(active);
   }

@@ -1,5 +1,5 @@
 import { defineProjection, type ProjectionDefinition } from '@shopstream/bus';
-import { metricEventSchema, topics as topicBase, type MetricEvent } from '@shopstream/contracts';
+import { flowTriggersTopic, metricsTopic, type MetricEvent } from '@shopstream/contracts';
 import { FlowIndex } from './flowIndex.js';
 import { matchTriggers } from './matchTriggers.js';
 
@@ -12,9 +12,8 @@ export function flowMatcherProjection(refreshMs: number): ProjectionDefinition<M
     name: 'flow-matcher',
     version: 2,
     summary: 'metrics -> flow_triggers; emits flow-triggers',
-    source: (t) => t.metrics,
-    emits: (t) => [{ topic: t.flowTriggers, name: topicBase.flowTriggers }],
-    schema: metricEventSchema,
+    topic: metricsTopic,
+    emits: [flowTriggersTopic],
     tables: ['flow_triggers'],
     async open({ db, logger, topics }) {
       const index = new FlowIndex(db, logger);

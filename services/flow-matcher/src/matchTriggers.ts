@@ -1,7 +1,7 @@
 import { v5 as uuidv5 } from 'uuid';
-import { sql, type Queryable } from '@shopstream/db';
+import { queryRows, sql, type Queryable } from '@shopstream/db';
 import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
-import { headers as H, schemas, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
+import { flowTriggersTopic, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import { matchFlow } from './matchFlow.js';
 import type { FlowIndex } from './flowIndex.js';
@@ -39,21 +39,20 @@ export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEv
     }
   }
   if (candidates.length === 0) return [];
-  const inserted = await tx.query(sql`
+  const inserted = await queryRows(
+    tx,
+    sql`
     INSERT INTO flow_triggers (shop_id, id, flow_id, metric_event_id, activity_id, contact_id, matched_at)
     SELECT * FROM unnest(
       ${candidates.map((c) => c.shop_id)}::uuid[], ${candidates.map((c) => c.id)}::uuid[], ${candidates.map((c) => c.flow_id)}::uuid[],
       ${candidates.map((c) => c.metric_event_id)}::uuid[], ${candidates.map((c) => c.activity_id)}::uuid[], ${candidates.map((c) => c.contact_id)}::uuid[],
       ${candidates.map((c) => c.matched_at)}::timestamptz[])
     ON CONFLICT DO NOTHING
-    RETURNING id`);
-  const fresh = new Set(inserted.map((r) => r.id as string));
+    RETURNING id`,
+    (r) => String(r.id),
+  );
+  const fresh = new Set(inserted);
   const created = candidates.filter((c) => fresh.has(c.id));
   matches.inc(created.length);
-  return created.map((t) => ({
-    topic,
-    key: t.shop_id,
-    value: JSON.stringify(t),
-    headers: { [H.contentType]: 'application/json', [H.schema]: schemas.flowTriggered, [H.shopId]: t.shop_id, [H.metricName]: t.metric_name },
-  }));
+  return created.map((t) => ({ topic, ...flowTriggersTopic.record(t) }));
 }

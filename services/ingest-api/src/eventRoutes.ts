@@ -1,7 +1,8 @@
-import { Router, type Request, type Response } from 'express';
+import type { Request, Response } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
-import { ApiError, jsonBody, LeasedRateLimiter, sendJson, validate } from '@shopstream/http';
-import type { OpenApiHeaders, OpenApiPart, Runtime } from '@shopstream/runtime';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { ApiError, bearerSecret, defineRoute, LeasedRateLimiter, mountRoutes, requestIdOf, sendError, sendJson, validate, type OpenApiHeaders, type ShedAnswer } from '@shopstream/http';
+import type { Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
@@ -26,51 +27,67 @@ export function ingestRateLimiter(rt: Runtime): LeasedRateLimiter {
 }
 
 /**
- * Charges `cost` events to the request's (key, shop): sets the RateLimit headers, throws 429 `rate_limited`
- * when over, and gives the tokens back if the request ends in a 5xx (nothing was recorded).
+ * Charges `cost` events to the request's (key, shop): sets the RateLimit headers, answers 429 `rate_limited`
+ * when over (then false: the request is done), and gives the tokens back if the request ends in a 5xx
+ * (nothing was recorded). The 429 is sent here rather than thrown through express's error path: a producer
+ * far over its limit sends thousands a second, and each should cost its neighbours as little as possible.
  */
-async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, cost: number): Promise<void> {
-  if (!limiter.enabled) return;
+async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, cost: number): Promise<boolean> {
+  if (!limiter.enabled) return true;
   const d = await limiter.take(req.apiKeyId, req.shopId, cost);
-  if (!d.allowed) throw limiter.error(d);
+  if (!d.allowed) {
+    sendError(res, req.id, limiter.error(d));
+    return false;
+  }
   LeasedRateLimiter.setHeaders(res, d);
   res.once('finish', () => {
     if (res.statusCode >= 500) d.refund();
   });
+  return true;
+}
+
+const SHED_ROUTES = new Set(['/v2026-04/events/', '/v2026-04/events/bulk/']);
+
+/**
+ * Sheds a producer far over its limit before express: a POST to the event endpoints with a cached key, a shop
+ * that key reaches, and a (key, shop) bucket this replica already knows is dry is answered its 429 here, at a
+ * fraction of what the same 429 cost through the router and middleware (see faults/README.md,
+ * noisy-neighbour). Anything else (a key not in the cache, another shop, a bucket that may hold a token, a
+ * query string) goes on to express, which answers it as before; so does every request when the limit is off.
+ */
+export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: IncomingMessage, res: ServerResponse) => ShedAnswer | false) | undefined {
+  if (!limiter.enabled) return undefined;
+  return (req, res) => {
+    if (req.method !== 'POST' || !SHED_ROUTES.has(req.url ?? '')) return false;
+    const secret = bearerSecret(req.headers.authorization);
+    const key = secret === undefined ? undefined : rt.apiKeys.cached(secret);
+    const shop = req.headers['x-shop-id'];
+    if (!key || typeof shop !== 'string') return false;
+    // The key's shops are lower-case uuids: a shop found among them is a valid one.
+    const shopId = shop.trim().toLowerCase();
+    if (!key.shops.has(shopId)) return false;
+    const d = limiter.rejectNow(key.id, shopId);
+    if (!d) return false;
+    const requestId = requestIdOf(req, rt.env.TRUST_REQUEST_ID);
+    res.setHeader('X-Request-Id', requestId);
+    sendError(res, requestId, limiter.error(d));
+    return { route: req.url!, requestId, shopId, apiKeyId: key.id };
+  };
 }
 
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt)): { router: Router; openapi: OpenApiPart } {
+export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt)) {
   const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events };
-  const router = Router();
   // Taken before the body is read, so a large body's upload time does not move the default event_time.
   const arrived = (req: Timed, _res: unknown, next: () => void) => {
     req[ARRIVED] = new Date();
     next();
   };
   const context = (req: Timed, endpoint: 'single' | 'bulk') => ({ shopId: req.shopId, requestId: req.id, receivedAt: req[ARRIVED] ?? new Date(), endpoint });
-
-  router.post('/events/bulk/', arrived, ...jsonBody(BULK_BODY_LIMIT), async (req, res) => {
-    const body = validate(bulkRequestSchema, req.body, 'The request body');
-    // Counted once the body is known to hold 1 to 100 events: each is one token.
-    await charge(limiter, req, res, body.events.length);
-    const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
-    const results: BulkResultItem[] = outcomes.map((o, index) =>
-      o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
-    );
-    sendJson(res, 200, { results });
-  });
-
   // Counted before the body is read: a producer over its limit costs no parsing.
   const chargeOne = async (req: Request, res: Response, next: () => void) => {
-    await charge(limiter, req, res, 1);
-    next();
+    if (await charge(limiter, req, res, 1)) next();
   };
-  router.post('/events/', arrived, chargeOne, ...jsonBody(SINGLE_BODY_LIMIT), async (req, res) => {
-    const [outcome] = await recordEvents(ports, context(req, 'single'), [req.body]);
-    if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
-    sendJson(res, 202, outcome.event);
-  });
 
   // Documented whatever the configuration, so the document does not change with it: on the 2xx answers the
   // headers are absent when the limit is off (INGEST_RATE_LIMIT_PER_SECOND and _PER_MINUTE both 0).
@@ -93,21 +110,24 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
   const limitText = limiter.enabled
     ? ` At most ${limiter.policies.map((p) => `${p.limit} events per ${p.windowSeconds === 1 ? 'second' : 'minute'}`).join(' and ')} per API key and shop across all replicas: over it, 429 rate_limited with Retry-After.`
     : ' No per-key limit is configured on this deployment (429 rate_limited when one is).';
-  const openapi: OpenApiPart = {
-    operations: [
-      {
-        method: 'post',
-        path: '/v2026-04/events/',
-        operationId: 'createEvent',
-        summary: 'Record an event',
-        description:
-          'Creates or replays an Activity and emits a metric event. Answered only after the event log durably holds the event. ' +
-          'A replay (same remote_platform + remote_id, else same metric_name + deduping_key, in this shop) gets the same activity_id and records nothing new. ' +
-          `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
-          limitText,
-        tags: ['Events'],
-        body: eventInputSchema,
-        bodyExample: {
+  return mountRoutes([
+    defineRoute({
+      method: 'post',
+      path: '/v2026-04/events/',
+      operationId: 'createEvent',
+      summary: 'Record an event',
+      description:
+        'Creates or replays an Activity and emits a metric event. Answered only after the event log durably holds the event. ' +
+        'A replay (same remote_platform + remote_id, else same metric_name + deduping_key, in this shop) gets the same activity_id and records nothing new. ' +
+        `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
+        limitText,
+      tags: ['Events'],
+      before: [arrived, chargeOne],
+      // Validated by recordEvents, like each item of a bulk request.
+      body: {
+        schema: eventInputSchema,
+        limit: SINGLE_BODY_LIMIT,
+        example: {
           name: 'Placed order #1001',
           metric: { metric_name: 'placed_order', value: 149.9, additional_properties: { cart: { total: 149.9, items: 3 } } },
           contact: { email: 'ada@example.com', phone: '+44 20 7946 0958' },
@@ -115,33 +135,53 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
           remote_id: 'order-1001',
           remote_platform: 'shopify',
         },
-        responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema, headers: whenOn } },
-        errors: [400, 401, 403, 413, 415, 429, 503],
-        errorHeaders: singleErrorHeaders,
       },
-      {
-        method: 'post',
-        path: '/v2026-04/events/bulk/',
-        operationId: 'createEvents',
-        summary: 'Record 1 to 100 events',
-        description:
-          'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
-          'One result per item, in request order. Body at most 10 MiB. On 503 no item was recorded.' +
-          limitText +
-          ' Each event of a bulk request counts; a request over the limit records none of them.',
-        tags: ['Events'],
-        body: bulkRequestDocSchema,
-        bodyExample: {
+      responses: { 202: { description: 'Accepted: the event is on the log.', schema: eventAcceptedSchema, headers: whenOn } },
+      errors: [400, 401, 403, 413, 415, 429, 503],
+      errorHeaders: singleErrorHeaders,
+      async handler(req, res) {
+        const [outcome] = await recordEvents(ports, context(req, 'single'), [req.body]);
+        if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
+        sendJson(res, 202, outcome.event);
+      },
+    }),
+    defineRoute({
+      method: 'post',
+      path: '/v2026-04/events/bulk/',
+      operationId: 'createEvents',
+      summary: 'Record 1 to 100 events',
+      description:
+        'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
+        'One result per item, in request order. Body at most 10 MiB. On 503 no item was recorded.' +
+        limitText +
+        ' Each event of a bulk request counts; a request over the limit records none of them.',
+      tags: ['Events'],
+      before: [arrived],
+      // Documented with its items typed; the handler checks the outer shape (1 to 100 items) and recordEvents each
+      // item, so one bad item fails alone.
+      body: {
+        schema: bulkRequestDocSchema,
+        limit: BULK_BODY_LIMIT,
+        example: {
           events: [
             { name: 'Viewed product', metric: { metric_name: 'viewed_product', additional_properties: { sku: 'SKU-1' } }, contact: { email: 'ada@example.com' } },
             { name: 'Placed order #1002', metric: { metric_name: 'placed_order', value: 42 }, remote_id: 'order-1002', remote_platform: 'shopify' },
           ],
         },
-        responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema, headers: whenOn } },
-        errors: [400, 401, 403, 413, 415, 429, 503],
-        errorHeaders: bulkErrorHeaders,
       },
-    ],
-  };
-  return { router, openapi };
+      responses: { 200: { description: 'One result per item, in request order.', schema: bulkResponseSchema, headers: whenOn } },
+      errors: [400, 401, 403, 413, 415, 429, 503],
+      errorHeaders: bulkErrorHeaders,
+      async handler(req, res) {
+        const body = validate(bulkRequestSchema, req.body, 'The request body');
+        // Counted once the body is known to hold 1 to 100 events: each is one token.
+        if (!(await charge(limiter, req, res, body.events.length))) return;
+        const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
+        const results: BulkResultItem[] = outcomes.map((o, index) =>
+          o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
+        );
+        sendJson(res, 200, { results });
+      },
+    }),
+  ]);
 }

@@ -1,9 +1,10 @@
 import type { ServiceFactory } from '@shopstream/runtime';
 import { createContactResolver } from './contactResolver.js';
-import { eventRoutes, ingestRateLimiter } from './eventRoutes.js';
+import { eventRoutes, ingestRateLimiter, shedOverLimit } from './eventRoutes.js';
 
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
+export { contactStore } from './contactStore.js';
 
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
@@ -17,6 +18,7 @@ export const startIngestApi: ServiceFactory = async (rt) => {
     name: 'ingest-api',
     router,
     openapi,
+    shed: shedOverLimit(rt, limiter),
     async stop() {
       await contacts.close();
       await limiter.close();

@@ -1,7 +1,6 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import {
-  headers,
-  schemas,
+  eventsTopic,
   type Contact,
   type EventAccepted,
   type EventInput,
@@ -74,11 +73,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
     // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
     if (published.has(id)) continue;
     published.add(id);
-    records.push({
-      key: req.shopId,
-      value: JSON.stringify(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })),
-      headers: { [headers.contentType]: 'application/json', [headers.schema]: schemas.eventRecorded, [headers.shopId]: req.shopId },
-    });
+    records.push(eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })));
   }
 
   const invalidCount = items.length - valid.length;

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import { sql, type Queryable } from '@shopstream/db';
+import { z } from 'zod';
+import { queryRow, sql, type Queryable } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 
 /**
@@ -11,8 +12,8 @@ import type { Runtime } from '@shopstream/runtime';
 export async function readCursorSecret(db: Queryable, configured: string | undefined): Promise<string> {
   if (configured) return configured;
   await db.query(sql`INSERT INTO service_secrets (name, value) VALUES ('export_cursor', ${randomBytes(32).toString('base64url')}) ON CONFLICT (name) DO NOTHING`);
-  const rows = await db.query(sql`SELECT value FROM service_secrets WHERE name = 'export_cursor'`);
-  return rows[0].value as string;
+  const secret = await queryRow(db, sql`SELECT value FROM service_secrets WHERE name = 'export_cursor'`, (r) => z.string().parse(r.value));
+  return secret!;
 }
 
 const secrets = new WeakMap<Runtime, Promise<string>>();

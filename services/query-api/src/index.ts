@@ -18,4 +18,3 @@ export async function startQueryApi(rt: Runtime): Promise<StartedService> {
 }
 
 export { exportRoutes } from './export/routes.js';
-export { flowStore } from './flows/flowStore.js';

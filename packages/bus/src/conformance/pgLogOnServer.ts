@@ -1,5 +1,5 @@
 import { beforeAll, afterAll } from 'vitest';
-import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
+import { queryRow, connectPostgres, migrate, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './busConformance.js';
@@ -55,8 +55,8 @@ export function pgLogOnServerConformance(name: string, open: () => Promise<strin
       await Promise.race([isAppended, committed]);
       return {
         async othersWaiting() {
-          const rows = await db.query(sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
-          return rows[0].n > 0;
+          const waiting = await queryRow(db, sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`, (r) => Number(r.n));
+          return waiting! > 0;
         },
         async commit() {
           release();

@@ -1,4 +1,4 @@
-import { sql, type Queryable } from '@shopstream/db';
+import { isNoDataFound, sql, type Queryable } from '@shopstream/db';
 import type { OutgoingRecord } from '../port.js';
 import { partitionFor } from './partitionFor.js';
 
@@ -56,8 +56,8 @@ export async function appendRecords(tx: Queryable, items: AppendItem[]): Promise
     rows = await tx.query(sql`
       SELECT topic, partition, first_offset, n FROM bus_append(${topic}::text[], ${partition}::integer[], ${key}::text[], ${value}::text[], ${headers}::text[])`);
   } catch (e) {
-    const err = e as { code?: string; detail?: string };
-    if (err.code === 'P0002' && typeof err.detail === 'string') throw new UnknownTopicError(err.detail.split(','));
+    const detail = (e as { detail?: unknown }).detail;
+    if (isNoDataFound(e) && typeof detail === 'string') throw new UnknownTopicError(detail.split(','));
     throw e;
   }
   return rows

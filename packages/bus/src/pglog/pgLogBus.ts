@@ -1,11 +1,11 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
-import { sql, type Db, type SQLQuery } from '@shopstream/db';
+import { queryRows, sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
 import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
-import { startPgLogConsumer, toBuffer, type PgLogConsumerTuning } from './pgLogConsumer.js';
+import { busRecordOf, startPgLogConsumer, type PgLogConsumerTuning } from './pgLogConsumer.js';
 import { trimExpiredRecords } from './trimRecords.js';
 
 export interface PgLogBusOptions {
@@ -69,8 +69,8 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
   const partitionsOf = async (topics: string[]): Promise<Map<string, number>> => {
     const unknown = topics.filter((t) => !partitionCounts.has(t));
     if (unknown.length > 0) {
-      const rows = await db.query(sql`SELECT topic, partitions FROM bus_topics WHERE topic IN (${topicList(unknown)})`);
-      for (const r of rows) partitionCounts.set(r.topic, Number(r.partitions));
+      const rows = await queryRows(db, sql`SELECT topic, partitions FROM bus_topics WHERE topic IN (${topicList(unknown)})`, (r) => [String(r.topic), Number(r.partitions)] as const);
+      for (const [topic, partitions] of rows) partitionCounts.set(topic, partitions);
       const missing = unknown.filter((t) => !partitionCounts.has(t));
       if (missing.length > 0) throw new UnknownTopicError(missing);
     }
@@ -154,7 +154,11 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       const asked = new Map(wanted.map((s) => [s.topic, retentionMsOf(s)]));
       if (asked.size === 0) return [];
       return db.tx(async (tx) => {
-        const rows = await tx.query(sql`SELECT topic, retention_ms FROM bus_topics WHERE topic IN (${topicList([...asked.keys()])}) ORDER BY topic FOR UPDATE`);
+        const rows = await queryRows(
+          tx,
+          sql`SELECT topic, retention_ms FROM bus_topics WHERE topic IN (${topicList([...asked.keys()])}) ORDER BY topic FOR UPDATE`,
+          (r) => ({ topic: String(r.topic), retention_ms: String(r.retention_ms) }),
+        );
         const changes: ConfigChange[] = [];
         for (const r of rows) {
           const to = asked.get(r.topic)!;
@@ -255,22 +259,16 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       const out: BusRecord[] = [];
       for (const e of ends) {
         const partition = Number(e.partition);
-        const rows = await db.query(sql`
+        const rows = await queryRows(
+          db,
+          sql`
           SELECT "offset", key, value, headers, created_at FROM bus_records
           WHERE topic = ${topic} AND partition = ${partition}
             AND "offset" >= ${ro.fromOffset ?? '0'}::bigint AND "offset" < ${String(e.next_offset)}::bigint
-          ORDER BY "offset" ${ro.limit === undefined ? sql`` : sql`LIMIT ${ro.limit}`}`);
-        for (const r of rows) {
-          out.push({
-            topic,
-            partition,
-            offset: String(r.offset),
-            key: r.key ?? null,
-            value: toBuffer(r.value),
-            headers: (r.headers ?? {}) as Record<string, string>,
-            timestamp: (r.created_at as Date).getTime(),
-          });
-        }
+          ORDER BY "offset" ${ro.limit === undefined ? sql`` : sql`LIMIT ${ro.limit}`}`,
+          busRecordOf(topic, partition),
+        );
+        out.push(...rows);
       }
       return out;
     },

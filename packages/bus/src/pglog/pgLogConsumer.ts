@@ -1,4 +1,4 @@
-import { sql, type Db, type SQLQuery } from '@shopstream/db';
+import { queryRows, sql, type Db, type Row, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import type { BatchContext, BusRecord, ConsumeOptions } from '../port.js';
 
@@ -32,6 +32,22 @@ interface Owned {
 }
 
 const idOf = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
+/** A row of bus_records ("offset", key, value, headers, created_at) as a record of the topic's partition. */
+export const busRecordOf =
+  (topic: string, partition: number) =>
+  (r: Row): BusRecord => ({
+    topic,
+    partition,
+    offset: String(r.offset),
+    key: r.key === null || r.key === undefined ? null : String(r.key),
+    value: toBuffer(r.value),
+    headers: (r.headers ?? {}) as Record<string, string>,
+    timestamp: (r.created_at as Date).getTime(),
+  });
+
+/** A partition's row: its topic, number, and an offset column (next_offset) as a bigint. */
+const partitionRow = (r: Row) => ({ topic: String(r.topic), partition: Number(r.partition), nextOffset: BigInt(r.next_offset as string) });
 
 export const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8'));
 
@@ -84,12 +100,12 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       WHERE g.owner IS NULL OR g.owner = EXCLUDED.owner OR g.lease_until < now()
       RETURNING g.topic, g.partition, g.next_offset`);
     const held = new Set<string>();
-    for (const r of rows) {
-      const id = idOf(r.topic, Number(r.partition));
+    for (const r of rows.map(partitionRow)) {
+      const id = idOf(r.topic, r.partition);
       held.add(id);
       const had = owned.get(id);
-      if (had) had.position = BigInt(r.next_offset);
-      else owned.set(id, { topic: r.topic, partition: Number(r.partition), position: BigInt(r.next_offset), retryAt: 0 });
+      if (had) had.position = r.nextOffset;
+      else owned.set(id, { topic: r.topic, partition: r.partition, position: r.nextOffset, retryAt: 0 });
     }
     for (const id of [...owned.keys()]) if (!held.has(id)) owned.delete(id);
     lastClaim = Date.now();
@@ -103,20 +119,15 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
 
   /** Delivers one batch of the partition; false when there was nothing to deliver. */
   const deliver = async (p: Owned): Promise<boolean> => {
-    const rows = await db.query(sql`
+    const records = await queryRows(
+      db,
+      sql`
       SELECT "offset", key, value, headers, created_at FROM bus_records
       WHERE topic = ${p.topic} AND partition = ${p.partition} AND "offset" >= ${p.position.toString()}::bigint
-      ORDER BY "offset" LIMIT ${tuning.batchSize}`);
-    if (rows.length === 0) return false;
-    const records: BusRecord[] = rows.map((r) => ({
-      topic: p.topic,
-      partition: p.partition,
-      offset: String(r.offset),
-      key: r.key ?? null,
-      value: toBuffer(r.value),
-      headers: (r.headers ?? {}) as Record<string, string>,
-      timestamp: (r.created_at as Date).getTime(),
-    }));
+      ORDER BY "offset" LIMIT ${tuning.batchSize}`,
+      busRecordOf(p.topic, p.partition),
+    );
+    if (records.length === 0) return false;
     const ctx: BatchContext = { heartbeat: () => heartbeat(p), isRunning: () => running };
     try {
       await o.handleBatch({ topic: p.topic, partition: p.partition, records }, ctx);
@@ -146,13 +157,13 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     const claimEvery = owned.size < total ? tuning.pollIntervalMs : tuning.leaseMs / 3;
     if (Date.now() - lastClaim >= claimEvery) await claim();
     woken = false;
-    const ends = await db.query(sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`);
+    const ends = await queryRows(db, sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`, partitionRow);
     let worked = false;
     let nextRetry = Infinity;
     for (const e of ends) {
       if (!running) return;
-      const p = owned.get(idOf(e.topic, Number(e.partition)));
-      if (!p || BigInt(e.next_offset) <= p.position) continue;
+      const p = owned.get(idOf(e.topic, e.partition));
+      if (!p || e.nextOffset <= p.position) continue;
       if (p.retryAt > Date.now()) {
         nextRetry = Math.min(nextRetry, p.retryAt);
         continue;

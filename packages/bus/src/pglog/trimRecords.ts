@@ -1,4 +1,4 @@
-import { sql, type Db } from '@shopstream/db';
+import { queryRows, sql, type Db } from '@shopstream/db';
 
 export interface TrimmedPartition {
   topic: string;
@@ -17,34 +17,46 @@ export interface TrimmedPartition {
  */
 export async function trimExpiredRecords(db: Db, opts: { batchSize?: number } = {}): Promise<TrimmedPartition[]> {
   const batchSize = opts.batchSize ?? 1_000;
-  const partitions = await db.query(sql`
+  const partitions = await queryRows(
+    db,
+    sql`
     SELECT p.topic, p.partition, t.retention_ms
     FROM bus_topics t JOIN bus_partitions p ON p.topic = t.topic
     WHERE t.retention_ms > 0
-    ORDER BY p.topic, p.partition`);
+    ORDER BY p.topic, p.partition`,
+    (r) => ({ topic: String(r.topic), partition: Number(r.partition), retention_ms: String(r.retention_ms) }),
+  );
   const out: TrimmedPartition[] = [];
   for (const p of partitions) {
     const cutoff = sql`now() - (${String(p.retention_ms)}::bigint * interval '1 millisecond')`;
     let deleted = 0;
     for (;;) {
-      const [head] = await db.query(sql`
+      const [head] = await queryRows(
+        db,
+        sql`
         SELECT min("offset") AS low,
                COALESCE(min("offset") FILTER (WHERE created_at >= ${cutoff}), max("offset") + 1) AS upto
         FROM (SELECT "offset", created_at FROM bus_records
               WHERE topic = ${p.topic} AND partition = ${p.partition}
-              ORDER BY "offset" LIMIT ${batchSize}) head`);
-      if (head.low === null || BigInt(head.upto) <= BigInt(head.low)) break;
-      const [{ n }] = await db.query(sql`
+              ORDER BY "offset" LIMIT ${batchSize}) head`,
+        (r) => (r.low === null ? null : { low: BigInt(r.low as string), upto: BigInt(r.upto as string) }),
+      );
+      if (head === null || head.upto <= head.low) break;
+      const [n] = await queryRows(
+        db,
+        sql`
         WITH gone AS (
           DELETE FROM bus_records
-          WHERE topic = ${p.topic} AND partition = ${p.partition} AND "offset" < ${String(head.upto)}::bigint
+          WHERE topic = ${p.topic} AND partition = ${p.partition} AND "offset" < ${head.upto.toString()}::bigint
           RETURNING 1)
-        SELECT count(*)::int AS n FROM gone`);
+        SELECT count(*)::int AS n FROM gone`,
+        (r) => Number(r.n),
+      );
       deleted += n;
       // A short head means the young record (or the log end) was reached within this batch.
-      if (BigInt(head.upto) - BigInt(head.low) < BigInt(batchSize)) break;
+      if (head.upto - head.low < BigInt(batchSize)) break;
     }
-    if (deleted > 0) out.push({ topic: p.topic, partition: Number(p.partition), deleted });
+    if (deleted > 0) out.push({ topic: p.topic, partition: p.partition, deleted });
   }
   return out;
 }

@@ -1,8 +1,8 @@
 import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { conversationRecordSchema, headers as H, schemas, unstorableText, type ConversationRecord } from '@shopstream/contracts';
-import type { OutgoingRecord } from '@shopstream/bus';
+import { conversationsTopic, topicLimits, unstorableText, type ConversationRecord } from '@shopstream/contracts';
+import { recordBytes, type OutgoingRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { withRuntime } from '../context.js';
 
@@ -14,20 +14,16 @@ Bad lines are reported by number on stderr and skipped; the exit code is 1 when 
 Blank lines are ignored.`;
 
 /** The record as it goes on the topic: keyed by shop, headers a consumer can route on without parsing. */
-export function conversationMessage(record: ConversationRecord, value: string = JSON.stringify(record)): OutgoingRecord {
-  return {
-    key: record.shop_id,
-    value,
-    headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: record.shop_id },
-  };
+export function conversationMessage(record: ConversationRecord, value?: string): OutgoingRecord {
+  return conversationsTopic.record(record, value);
 }
 
 /**
- * Publishes in batches of at most `maxBytes` of values (one shop's records share a partition, and the broker
- * refuses a record batch over its message.max.bytes, 1 MiB by default), with one batch in flight while the
- * next one fills. Never more than one: the bus would merge waiting batches into one oversized send.
+ * Publishes in batches of the bus's send budget (the adapter splits sends by size; a batch is where the
+ * import waits), with one batch in flight while the next one fills, so reading the file and the log's round
+ * trips overlap without holding the whole file in memory.
  */
-export function batchPublisher(rt: Runtime, maxBytes = 900 * 1024) {
+export function batchPublisher(rt: Runtime, maxBytes: number = topicLimits.sendBudgetBytes) {
   let batch: OutgoingRecord[] = [];
   let bytes = 0;
   let inFlight: Promise<void> = Promise.resolve();
@@ -43,9 +39,7 @@ export function batchPublisher(rt: Runtime, maxBytes = 900 * 1024) {
   };
   return {
     async add(r: OutgoingRecord) {
-      // Value, key, headers and Kafka's per-record overhead (a few varints).
-      let size = Buffer.byteLength(r.value) + r.key.length + 24;
-      for (const [k, v] of Object.entries(r.headers ?? {})) size += k.length + v.length + 4;
+      const size = recordBytes(r);
       if (bytes + size > maxBytes) await flush();
       batch.push(r);
       bytes += size;
@@ -80,7 +74,7 @@ export async function importConversations(rt: Runtime, input: Readable, report: 
       report(lineNo, `${unstorable.path || '(record)'}: ${unstorable.message}`);
       continue;
     }
-    const parsed = conversationRecordSchema.safeParse(json);
+    const parsed = conversationsTopic.schema.safeParse(json);
     if (!parsed.success) {
       bad++;
       const issues = parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.') || '(record)'}: ${i.message}`);

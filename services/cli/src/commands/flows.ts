@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { fieldErrors, flowCreateSchema, isUuid, type Flow, type FlowCreate } from '@shopstream/contracts';
 import type { Db } from '@shopstream/db';
-import { flowStore } from '@shopstream/query-api';
+import { flowStore } from '@shopstream/flows';
 import { table, UsageError, withUsage } from '../args.js';
 import { withDb } from '../context.js';
 

@@ -1,5 +1,7 @@
 import { sql, type Queryable, type SQLQuery } from '@shopstream/db';
 import type { Conversation, ConversationResolution } from '@shopstream/contracts';
+import { readKeysetPage, type KeysetSource, type PageDirection } from '@shopstream/http';
+import { keysetOrder, type Position } from '../keysetPager.js';
 import { formatMicros, type Window } from './exportRange.js';
 
 /** The filters of one export request, resolved: AND-combined. */
@@ -25,11 +27,11 @@ export type OrderColumn = 'created_at' | 'updated_at';
 export const orderColumnOf = (f: ExportFilters): OrderColumn => (f.updatedAt ? 'updated_at' : 'created_at');
 
 /** A position in the (order column, id) order: the column's value as RFC 3339 text with microseconds. */
-export type Key = [at: string, id: string];
+export type Key = Position;
 
 export interface PageRequest {
   filters: ExportFilters;
-  direction: 'next' | 'prev';
+  direction: PageDirection;
   /** Start after (next) or before (prev) this key; null starts at the first (next) or last (prev) result. */
   after: Key | null;
   limit: number;
@@ -70,58 +72,53 @@ const text = (col: string) => sql`to_char(${sql.ident(col)} AT TIME ZONE 'UTC', 
 const shortTs = (s: string): string => s.replace(/\.(\d{3})000Z$/, '.$1Z');
 const tsOrNull = (s: string | null): string | null => (s === null ? null : shortTs(s));
 
+type Row = Record<string, any> & { position: Key };
+
 /**
- * One page in at most three statements, whatever its size: the conversations (a range scan of the
- * (shop_id, created_at, id) or (shop_id, updated_at, id) index), all their messages, and, for a page reached
- * by a cursor, whether anything lies on the far side of it.
+ * The export as a keyset source: one page in at most three statements, whatever its size: the conversations
+ * (a range scan of the (shop_id, created_at, id) or (shop_id, updated_at, id) index), all their messages, and,
+ * for a page reached by a cursor, whether anything lies on the far side of it.
  */
-export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<PageResult> {
-  const where = whereOf(p.filters);
-  const column = orderColumnOf(p.filters);
-  const col = sql.ident(column);
-  const keyCond =
-    p.after === null
-      ? sql`TRUE`
-      : p.direction === 'next'
-        ? sql`(${col}, id) > (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`
-        : sql`(${col}, id) < (${p.after[0]}::timestamptz, ${p.after[1]}::uuid)`;
+export function exportSource(db: Queryable, filters: ExportFilters): KeysetSource<Row, Key, Conversation> {
+  const where = whereOf(filters);
+  const column = orderColumnOf(filters);
   // Qualified: unqualified, ORDER BY would take the formatted column of the select list, and no index.
   const ordered = sql.ident('c', column);
-  const order = p.direction === 'next' ? sql`ORDER BY ${ordered}, c.id` : sql`ORDER BY ${ordered} DESC, c.id DESC`;
-  const rows = await db.query(sql`
-    SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
-      ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
-      ${text('last_message_at')} AS last_message_at, ${text('resolved_at')} AS resolved_at,
-      last_message_content, summary, title, flags, tags, intent, topic, resolution, status, type
-    FROM conversations c WHERE ${where} AND ${keyCond} ${order} LIMIT ${p.limit + 1}`);
-  const more = rows.length > p.limit;
-  const page = (more ? rows.slice(0, p.limit) : rows).slice();
-  if (p.direction === 'prev') page.reverse();
-  const first: Key | null = page.length > 0 ? [page[0][column], page[0].id] : null;
-  const last: Key | null = page.length > 0 ? [page[page.length - 1][column], page[page.length - 1].id] : null;
-
-  // Behind the page (where the cursor came from) there are results unless nothing matches any more there.
-  const behindOf = async (): Promise<boolean> => {
-    if (p.after === null) return false;
-    const edge = p.direction === 'next' ? first : last;
-    const cond =
-      edge === null
-        ? sql`TRUE`
-        : p.direction === 'next'
-          ? sql`(${col}, id) < (${edge[0]}::timestamptz, ${edge[1]}::uuid)`
-          : sql`(${col}, id) > (${edge[0]}::timestamptz, ${edge[1]}::uuid)`;
-    return (await db.query(sql`SELECT 1 AS x FROM conversations WHERE ${where} AND ${cond} LIMIT 1`)).length > 0;
+  return {
+    async fetch(q) {
+      const { bound, order } = keysetOrder(ordered, sql`c.id`, q, 'asc');
+      const rows = await db.query(sql`
+        SELECT id, agent_id, contact_id, user_id, ${text('created_at')} AS created_at, ${text('updated_at')} AS updated_at,
+          ${text('escalation_time')} AS escalation_time, ${text('start_time')} AS start_time,
+          ${text('last_message_at')} AS last_message_at, ${text('resolved_at')} AS resolved_at,
+          last_message_content, summary, title, flags, tags, intent, topic, resolution, status, type
+        FROM conversations c WHERE ${where} AND ${bound} ${order} LIMIT ${q.take}`);
+      return rows.map((r) => ({ ...r, position: [r[column], r.id] as Key }));
+    },
+    async behind({ edge, direction }) {
+      // The far side of the page's edge: the other direction from it (the whole listing for an empty page).
+      const { bound } = keysetOrder(ordered, sql`c.id`, { after: edge, direction: direction === 'next' ? 'prev' : 'next' }, 'asc');
+      return (await db.query(sql`SELECT 1 AS x FROM conversations c WHERE ${where} AND ${bound} LIMIT 1`)).length > 0;
+    },
+    present: (page) => withMessages(db, filters.shopId, page),
   };
+}
+
+/** One page; the export's route reads the same source through the pager, with cursors. */
+export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<PageResult> {
+  const { results, ...rest } = await readKeysetPage(exportSource(db, p.filters), { after: p.after, direction: p.direction, limit: p.limit });
+  return { conversations: results, ...rest };
+}
+
+async function withMessages(db: Queryable, shopId: string, page: Row[]): Promise<Conversation[]> {
   const ids = page.map((r) => r.id as string);
-  const [messageRows, behind] = await Promise.all([
+  const messageRows =
     ids.length === 0
-      ? Promise.resolve([])
-      : db.query(sql`
+      ? []
+      : await db.query(sql`
           SELECT conversation_id, id, ${text('created_at')} AS created_at, text FROM conversation_messages m
-          WHERE shop_id = ${p.filters.shopId} AND conversation_id = ANY(${arrayLiteral(ids)}::uuid[])
-          ORDER BY m.conversation_id, m.created_at, m.id`),
-    behindOf(),
-  ]);
+          WHERE shop_id = ${shopId} AND conversation_id = ANY(${arrayLiteral(ids)}::uuid[])
+          ORDER BY m.conversation_id, m.created_at, m.id`);
   const messages = new Map<string, Conversation['messages']>();
   for (const m of messageRows) {
     const list = messages.get(m.conversation_id) ?? [];
@@ -154,11 +151,5 @@ export async function fetchExportPage(db: Queryable, p: PageRequest): Promise<Pa
       type: r.type,
     }),
   );
-  return {
-    conversations,
-    first,
-    last,
-    hasBefore: p.direction === 'next' ? behind : more,
-    hasAfter: p.direction === 'next' ? more : behind,
-  };
+  return conversations;
 }

@@ -42,21 +42,3 @@ CREATE TABLE IF NOT EXISTS conversation_messages (
   PRIMARY KEY (shop_id, id)
 );
 CREATE INDEX IF NOT EXISTS conversation_messages_by_conversation ON conversation_messages (shop_id, conversation_id, created_at, id);
-
--- Request counters shared by every query-api replica: one row per (bucket, key, shop), a window that
--- starts at the first request after the previous one ended.
-CREATE TABLE IF NOT EXISTS rate_limits (
-  bucket       text NOT NULL,
-  api_key_id   uuid NOT NULL,
-  shop_id      uuid NOT NULL,
-  window_start timestamptz NOT NULL,
-  count        integer NOT NULL,
-  PRIMARY KEY (bucket, api_key_id, shop_id)
-);
-
--- Secrets the replicas must share when none is configured (the export cursor's HMAC key).
-CREATE TABLE IF NOT EXISTS service_secrets (
-  name       text PRIMARY KEY,
-  value      text NOT NULL,
-  created_at timestamptz NOT NULL DEFAULT now()
-);

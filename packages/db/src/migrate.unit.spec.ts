@@ -1,0 +1,36 @@
+import { describe, expect, it } from 'vitest';
+import { migrationOwners, migrationSteps } from './migrate.js';
+
+// The names schema_migrations holds on databases made before migrations moved into owners' folders: each must
+// still be a step, or those databases would apply it again.
+const appliedBeforeOwners = [
+  '001_core.sql',
+  '002_activities_flows.sql',
+  '003_conversations.sql',
+  '004_bus_log.sql',
+  '005_topic_retention.sql',
+  '007_projections.sql',
+  '008_flow_versions.sql',
+  '009_export_updated_at.sql',
+  '010_dlq_redrives.sql',
+  '014_bus_append.sql',
+  '015_ingest_rate_limits.sql',
+  '016_consumer_members.sql',
+];
+
+describe('migration steps (migrations/<owner>/NNN_name.sql)', () => {
+  it('keeps every step name existing databases recorded, in the same order, new steps after them', async () => {
+    const names = (await migrationSteps()).map((s) => s.name);
+    expect(names.slice(0, appliedBeforeOwners.length)).toEqual(appliedBeforeOwners);
+    expect(names.slice(appliedBeforeOwners.length)).toEqual(['017_embedded_demo.sql']);
+  });
+
+  it('gives each table-owning step its parts in owner order', async () => {
+    const steps = new Map((await migrationSteps()).map((s) => [s.name, s.parts.map((p) => p.owner)]));
+    expect(steps.get('001_core.sql')).toEqual(['bus', 'http', 'ingest-api']);
+    expect(steps.get('002_activities_flows.sql')).toEqual(['activity-projector', 'flows', 'flow-matcher']);
+    expect(steps.get('003_conversations.sql')).toEqual(['http', 'conversation-projector', 'query-api']);
+    expect(steps.get('017_embedded_demo.sql')).toEqual(['all-in-one']);
+    for (const parts of steps.values()) expect(parts.every((o) => (migrationOwners as readonly string[]).includes(o))).toBe(true);
+  });
+});
