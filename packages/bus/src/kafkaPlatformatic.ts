@@ -447,8 +447,8 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
   /**
    * A consumer group member handing batches of records, per partition, to o.handleBatch.
    *
-   * The client's message stream yields records one at a time; they are queued per partition and each
-   * partition's queue is handed over as one batch (up to PARTITIONS_AT_ONCE partitions at once). A batch's
+   * The client's message stream yields records one at a time; they are queued per partition and handed over
+   * as batches of at most MAX_BATCH_BYTES, in order (up to PARTITIONS_AT_ONCE partitions at once). A batch's
    * position is committed once its handler resolved. A handler that throws gets the same batch again, from
    * its first record, after 500 ms: the records stay queued, never committed.
    *
