@@ -460,13 +460,17 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
    */
   async function subscribe(o: ConsumeOptions): Promise<Subscription> {
     const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
+    const rebalanceTimeout = Math.max(sessionTimeout, 30_000);
     const consumer = new Consumer({
       ...base,
+      // A JoinGroup is answered once the rebalance completes: after a member's kill -9, when its session ran
+      // out. The publish timeout would cut it off (an uncaught "Request timed out" at the first join).
+      requestTimeout: rebalanceTimeout + 5_000,
       clientId: opts.clientId,
       groupId: o.groupId,
       ...(opts.groupInstanceId ? { groupInstanceId: opts.groupInstanceId } : {}),
       sessionTimeout,
-      rebalanceTimeout: Math.max(sessionTimeout, 30_000),
+      rebalanceTimeout,
       heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
       retries: 10,
       retryDelay: 500,
@@ -506,6 +510,9 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       slotWaiters.shift()?.();
     };
     const ctx = { heartbeat: async () => {}, isRunning: () => running };
+    // Shutdown steps that wait on the broker give up after 5 s, so a stop ends within the service's shutdown timeout.
+    const bounded = (p: Promise<void>, what: string) =>
+      withTimeout(p, what, 5_000).catch((e: unknown) => slog.warn({ err: e }, `${what} did not finish cleanly`));
 
     const work = async (q: Queue) => {
       try {
@@ -609,7 +616,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         while (workers.size > 0) await Promise.all([...workers]);
         stream = null;
         if (!running) {
-          await s.close().catch(() => {});
+          await bounded(s.close(), 'closing the consumer stream');
           return;
         }
         if (failed) {
@@ -641,7 +648,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         running = false;
         next();
         await loop;
-        await forceClose(consumer).catch((e: unknown) => slog.warn({ err: e }, 'Kafka consumer did not leave its group cleanly'));
+        await bounded(forceClose(consumer), 'leaving the consumer group');
       },
     };
   }
