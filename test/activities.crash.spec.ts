@@ -7,7 +7,7 @@ import { sql } from '@shopstream/db';
 import { eventsTopic, metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
-import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/testkit/harness';
+import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/harness';
 
 /**
  * Crash safety of the two consumers: each runs as its own process (the service's real main.ts), is killed

@@ -6,7 +6,7 @@ import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
-import { readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /** Records that fail their schema go to `<topic>.dlq` with the reason, are counted, and block nothing. */
 let rt: Runtime;

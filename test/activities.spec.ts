@@ -7,7 +7,7 @@ import type { BusRecord } from '@shopstream/bus';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * Black box: events go in over HTTP (ingest-api), the activity projector runs on the real broker and

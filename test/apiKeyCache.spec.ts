@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '@shopstream/db';
 import { ApiKeyStore } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
-import { createTestShop, startTestRuntime } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime } from '@shopstream/harness';
 
 /**
  * What API key look-ups cost the real database: a store over a Db that counts the queries it passes on to

@@ -11,7 +11,7 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * @shopstream/client against the real server: what it sends is counted through a fetch that wraps the real

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import { caller, crossShopAttempts, ownEventWithForeignContact, revealsOrChanges, seedShop, snapshot, type Call, type Shop, type ShopData } from '@shopstream/testkit/crossShop';
 
 /**

@@ -1,10 +1,7 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import { loadEnv } from '@shopstream/config';
@@ -12,7 +9,7 @@ import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import type { BusRecord, DeadLetter, RedriveReport } from '@shopstream/bus';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
-import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
 
 /**
  * `pnpm cli dlq list|redrive` as an operator runs them: a record the activity projector dead-lettered is
@@ -20,14 +17,6 @@ import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@sh
  * redrive sends nothing. On Kafka, on the Postgres log on a server, embedded on its PostgreSQL (CLI run while
  * the server serves) and embedded on PGlite (CLI run while the server is stopped).
  */
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const exec = promisify(execFile);
-
-interface CliResult {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
 
 /** The variables a spawned CLI gets: the given ones, set, and nothing from this process but PATH and HOME. */
 function cliEnvFull(env: Record<string, string | undefined>): Record<string, string> {
@@ -35,17 +24,7 @@ function cliEnvFull(env: Record<string, string | undefined>): Record<string, str
   return Object.fromEntries(given) as Record<string, string>;
 }
 
-async function cli(env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> {
-  const full = cliEnvFull(env);
-  try {
-    const { stdout, stderr } = await exec('pnpm', ['-s', 'cli', 'dlq', ...args], { cwd: root, env: full, timeout: 120_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    if (typeof err.code !== 'number') throw e;
-    return { code: err.code, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
-}
+const cli = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> => runCli(['dlq', ...args], cliEnvFull(env));
 
 /** The environment a CLI needs to open the same database and bus as the runtime. */
 function cliEnv(rt: Runtime): Record<string, string | undefined> {
@@ -215,7 +194,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(text.stdout).toContain(`${s.dlqTopic}: 1 dead letter whose reason matches, 1 redriven`);
 
     // projections status counts the dead letters and how many of them were sent back.
-    const { stdout } = await exec('pnpm', ['-s', 'cli', 'projections', 'status', '--json'], { cwd: root, env: cliEnvFull(env), timeout: 120_000 });
+    const { stdout } = await runCli(['projections', 'status', '--json'], cliEnvFull(env));
     const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find((p) => p.projection === 'activity-projector');
     expect(activity).toMatchObject({ deadLetters: 2, deadLettersRedriven: 1 });
   }, 120_000);

@@ -4,7 +4,7 @@ import { conversationsTopic, type ConversationData, type ConversationRecord } fr
 import { sql, type SQLQuery } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 // The export's routes with a clock seam; the query-api's index mounts the same function.
 import { exportRoutes } from '../services/query-api/src/export/routes.js';
 import { fetchExportPage } from '../services/query-api/src/export/exportPage.js';

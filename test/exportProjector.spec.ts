@@ -4,7 +4,7 @@ import { conversationsTopic, headers as H, type ConversationData, type Conversat
 import { sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/testkit/harness';
+import { json, readTopic, startTestRuntime, waitFor } from '@shopstream/harness';
 
 /** Given these records on the conversations topic, when the projector has consumed them, then these rows exist. */
 

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime, StartedService } from '@shopstream/runtime';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import { exportRoutes } from '../services/query-api/src/export/routes.js';
 
 /** Two query-api processes (two runtimes, two servers) on one database: the limit is theirs together. */

@@ -8,7 +8,7 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * Black box: flows managed over HTTP, events posted over HTTP, the projector and the matcher on the real
@@ -186,7 +186,7 @@ describe('list cursors across query-api processes', () => {
     // as another replica or a restart would: nothing module-level, such as a per-process secret, is shared with A.
     vi.resetModules();
     const fresh = (await import('@shopstream/query-api')) as typeof import('@shopstream/query-api');
-    const freshServer = (await import('@shopstream/testkit/harness')) as typeof import('@shopstream/testkit/harness');
+    const freshServer = (await import('@shopstream/harness')) as typeof import('@shopstream/harness');
     expect(fresh.startQueryApi).not.toBe(startQueryApi);
     const qb = await freshServer.startTestServer(rtB, [await fresh.startQueryApi(rtB)]);
     try {

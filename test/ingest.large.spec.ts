@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serviceFactories } from '@shopstream/all-in-one';
 import type { Runtime } from '@shopstream/runtime';
-import { createTestShop, readTopic, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, readTopic, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 
 // The broker refuses a record batch over the topic's max.message.bytes (1 MiB by default): a bulk request
 // the API accepts (up to 10 MiB) must never be refused by the log for its size.

@@ -1,15 +1,9 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const exec = promisify(execFile);
 
 let rt: Runtime;
 let server: TestServer;
@@ -24,17 +18,9 @@ afterAll(async () => {
 });
 
 /** `pnpm -s cli api-keys ...` as an operator runs it, on this test's database; never throws, returns the exit code. */
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(...args: string[]): Promise<CliResult> {
   // Only the database: the command must work without Kafka, so the broker is not even given.
-  const env = { PATH: process.env.PATH, HOME: process.env.HOME, DATABASE_URL: rt.env.DATABASE_URL, LOG_LEVEL: 'warn' };
-  try {
-    const { stdout, stderr } = await exec('pnpm', ['-s', 'cli', 'api-keys', ...args], { cwd: root, env, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    if (typeof err.code !== 'number') throw e;
-    return { code: err.code, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
+  return runCli(['api-keys', ...args], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: rt.env.DATABASE_URL!, LOG_LEVEL: 'warn' }, 60_000);
 }
 
 const postEvent = (secret: string, shopId: string) =>

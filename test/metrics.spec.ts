@@ -6,7 +6,7 @@ import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
 import { ensurePromtool } from '@shopstream/testkit';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 
 /**
  * /metrics as operators read it: one `route` label per endpoint, its template, whatever the answer (a 401

@@ -7,7 +7,7 @@ import { createKafkaBus } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * Black box: every service in one server, and every answer of every operation checked against the

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
-import { startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 
 /**
  * The served /openapi.json, held to what tools nobody here wrote make of it: `redocly lint` with its

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, expect, it } from 'vitest';
 import { connectPostgres, DatabaseUnavailableError, openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
-import { waitFor } from '@shopstream/testkit/harness';
+import { waitFor } from '@shopstream/harness';
 
 /**
  * connectPostgres's circuit breaker: once the server is gone, queries fail with DatabaseUnavailableError

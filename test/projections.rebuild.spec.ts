@@ -9,7 +9,7 @@ import { activityProjection, startActivityProjector } from '@shopstream/activity
 import { flowMatcherProjection, startFlowMatcher } from '@shopstream/flow-matcher';
 import { conversationProjection, startConversationProjector } from '@shopstream/conversation-projector';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * `pnpm cli projections rebuild` without downtime, on both buses: a rebuild reproduces every row of every

@@ -1,7 +1,3 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import { headers as H } from '@shopstream/contracts';
@@ -11,36 +7,15 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { cliEnv, createTestShop, runCli, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /** `pnpm cli projections status|rebuild` as an operator runs them, against running services. */
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const exec = promisify(execFile);
 
 let rt: Runtime;
 let server: TestServer;
 let shop: Awaited<ReturnType<typeof createTestShop>>;
 
-async function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = {
-    PATH: process.env.PATH,
-    HOME: process.env.HOME,
-    DATABASE_URL: rt.env.DATABASE_URL,
-    KAFKA_BROKERS: rt.env.KAFKA_BROKERS?.join(','),
-    TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
-    KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
-    CONSUMER_GROUP_PREFIX: rt.env.CONSUMER_GROUP_PREFIX,
-    LOG_LEVEL: 'warn',
-  };
-  try {
-    const { stdout, stderr } = await exec('pnpm', ['-s', 'cli', 'projections', ...args], { cwd: root, env, timeout: 120_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    if (typeof err.code !== 'number') throw e;
-    return { code: err.code, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
-}
+const cli = (...args: string[]) => runCli(['projections', ...args], cliEnv(rt));
 
 const status = async (): Promise<ProjectionStatus[]> => {
   const r = await cli('status', '--json');

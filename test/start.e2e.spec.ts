@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { waitFor } from '@shopstream/testkit/harness';
+import { waitFor } from '@shopstream/harness';
 
 // `pnpm start` as a user runs it: a child process, real HTTP, nothing shared with the test but the
 // data directory (embedded) or the Kafka broker and Postgres server (distributed).

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { waitFor } from '@shopstream/testkit/harness';
+import { waitFor } from '@shopstream/harness';
 
 // The image's command line on the image's Node: `pnpm build`, then the Dockerfile's ENTRYPOINT exactly as it
 // is written, run by Node 24 LTS (engines still admits 20, which this suite itself may run on). Node 24 comes

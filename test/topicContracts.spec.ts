@@ -12,7 +12,7 @@ import { compatibilityBreaks, contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as
 import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
-import { createTestShop, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import { z } from 'zod';
 
 /**

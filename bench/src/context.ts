@@ -19,6 +19,8 @@ export interface Options {
   events: number;
   concurrency?: number;
   keep: boolean;
+  /** The Kafka adapters (KAFKA_CLIENT) the ingest scenarios run, in order; those this checkout lacks are skipped. */
+  kafkaClients: string[];
 }
 
 export const PARTITIONS = 12;

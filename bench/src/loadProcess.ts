@@ -6,8 +6,9 @@
  * - closed: `concurrency` clients each send the next request as soon as the previous one answered.
  * - open: requests are sent on a fixed schedule whatever the server does, and latency counts from the
  *   scheduled time, so queueing shows (no coordinated omission).
- * - producer: the baseline: a bare kafkajs producer (idempotent, acks -1) sending the same records in
- *   the same batch sizes with the same concurrency.
+ * - producer: the baseline: a bare producer of the named client (kafkajs by default; @platformatic/kafka
+ *   when installed), idempotent, acks -1, one send in flight per producer, sending the same records in the
+ *   same batch sizes with the same concurrency.
  */
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel, CompressionTypes } from 'kafkajs';
@@ -16,6 +17,8 @@ import { headers as H, schemas } from '@shopstream/contracts';
 import { eventMaker, eventRecordOf } from './events.js';
 import { Samples, epochMs, sleep, type LatencySummary } from './stats.js';
 import { failChild } from './children.js';
+
+export type KafkaClientName = 'kafkajs' | 'platformatic';
 
 export interface Shop {
   shopId: string;
@@ -31,7 +34,7 @@ interface Common {
 export type LoadSpec =
   | (Common & { mode: 'closed'; baseUrl: string; shops: Shop[]; concurrency: number; bulkSize: number })
   | (Common & { mode: 'open'; baseUrl: string; shops: Shop[]; rate: number; maxConnections: number; collectAnswers?: boolean })
-  | (Common & { mode: 'producer'; brokers: string[]; topic: string; shops: Shop[]; concurrency: number; bulkSize: number })
+  | (Common & { mode: 'producer'; brokers: string[]; topic: string; shops: Shop[]; concurrency: number; bulkSize: number; client?: KafkaClientName })
   | { mode: 'get'; baseUrl: string; shop: Shop; paths: string[]; walk: boolean; durationMs: number; warmupMs: number; maxMs?: number };
 
 export interface LoadResult {
@@ -204,10 +207,38 @@ async function open(spec: Extract<LoadSpec, { mode: 'open' }>): Promise<LoadResu
   return w.result({ scheduled: scheduledInWindow, unanswered, servedPerSecond: Math.round(servedInWindow / (spec.durationMs / 1000)) });
 }
 
+/** One bare producer's send of a batch: resolves once the broker acknowledged it. */
+type Send = (messages: { key: string; value: string; headers: Record<string, string> }[]) => Promise<void>;
+
+/**
+ * kafkajs as the bus configures it: one idempotent producer (maxInFlightRequests 1) shared by the senders.
+ * @platformatic/kafka: one idempotent producer per sender (it allows one send in flight per producer).
+ */
+async function bareProducers(spec: Extract<LoadSpec, { mode: 'producer' }>): Promise<{ senders: Send[]; close(): Promise<void> }> {
+  if ((spec.client ?? 'kafkajs') === 'kafkajs') {
+    const kafka = new Kafka({ clientId: 'bench-bare-producer', brokers: spec.brokers, logLevel: logLevel.WARN });
+    const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+    await p.connect();
+    const send: Send = async (messages) => {
+      await p.send({ topic: spec.topic, acks: -1, compression: CompressionTypes.None, messages });
+    };
+    return { senders: Array.from({ length: spec.concurrency }, () => send), close: () => p.disconnect() };
+  }
+  // Not a dependency of the bench until the adapter is: imported by name, so a checkout without it compiles.
+  const name = '@platformatic/kafka';
+  const pk: any = await import(name);
+  const producers = Array.from(
+    { length: spec.concurrency },
+    (_, i) => new pk.Producer({ clientId: `bench-bare-producer-${i}`, bootstrapBrokers: spec.brokers, idempotent: true, acks: pk.ProduceAcks.ALL, serializers: pk.stringSerializers }),
+  );
+  const senders: Send[] = producers.map((p) => async (messages) => {
+    await p.send({ messages: messages.map((m) => ({ topic: spec.topic, key: m.key, value: m.value, headers: new Map(Object.entries(m.headers)) })) });
+  });
+  return { senders, close: async () => void (await Promise.all(producers.map((p) => p.close()))) };
+}
+
 async function producer(spec: Extract<LoadSpec, { mode: 'producer' }>): Promise<LoadResult> {
-  const kafka = new Kafka({ clientId: 'bench-bare-producer', brokers: spec.brokers, logLevel: logLevel.WARN });
-  const p = kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
-  await p.connect();
+  const { senders, close } = await bareProducers(spec);
   const w = new Window(spec);
   const worker = async (i: number) => {
     const maker = eventMaker({ seed: `${spec.seed}-${i}` });
@@ -223,7 +254,7 @@ async function producer(spec: Extract<LoadSpec, { mode: 'producer' }>): Promise<
       const t0 = performance.now();
       let status = 'ok';
       try {
-        await p.send({ topic: spec.topic, acks: -1, compression: CompressionTypes.None, messages });
+        await senders[i](messages);
       } catch (e) {
         status = 'error';
         w.firstError ??= String(e);
@@ -237,7 +268,7 @@ async function producer(spec: Extract<LoadSpec, { mode: 'producer' }>): Promise<
     }
   };
   await Promise.all(Array.from({ length: spec.concurrency }, (_, i) => worker(i)));
-  await p.disconnect();
+  await close();
   return w.result();
 }
 

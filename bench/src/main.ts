@@ -21,6 +21,7 @@ import { projector } from './scenarios/projector.js';
 import { e2e } from './scenarios/e2e.js';
 import { exportScenario } from './scenarios/export.js';
 import { embedded } from './scenarios/embedded.js';
+import { DEFAULT_KAFKA_CLIENTS } from './kafkaClients.js';
 
 type Scenario = (b: Bench) => Promise<ScenarioResult>;
 
@@ -43,6 +44,8 @@ const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [optio
   --keep                keep the export's seeded database; a later --keep run of the same size reuses it
   --profile             V8 CPU profiles of the server processes into bench/results/profiles/<scenario>
   --log-level <level>   the services' LOG_LEVEL (default info, as in production)
+  --kafka-clients <a,b> ingest scenarios: the Kafka adapters (KAFKA_CLIENT) to run, each against its own bare
+                        producer (default BENCH_KAFKA_CLIENTS, else kafkajs,platformatic; those unknown here are skipped)
   (embedded: BENCH_EMBEDDED_ENGINES=postgres,pglite chooses the engines measured)
 Kafka and Postgres: KAFKA_BROKERS and DATABASE_URL when set (e.g. from \`pnpm infra up\`), else started like the tests' own.`;
 
@@ -59,6 +62,7 @@ async function main(argv: string[]): Promise<number> {
       keep: { type: 'boolean' },
       profile: { type: 'boolean' },
       'log-level': { type: 'string' },
+      'kafka-clients': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -86,6 +90,10 @@ async function main(argv: string[]): Promise<number> {
     keep: values.keep ?? false,
     profile: values.profile ?? false,
     logLevel: values['log-level'] ?? 'info',
+    kafkaClients: (values['kafka-clients'] ?? process.env.BENCH_KAFKA_CLIENTS ?? DEFAULT_KAFKA_CLIENTS.join(','))
+      .split(',')
+      .map((c) => c.trim())
+      .filter(Boolean),
   };
   const chosen = positionals.length > 0 ? positionals : Object.keys(scenarios);
   const infra = await openInfra();

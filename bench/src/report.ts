@@ -22,7 +22,7 @@ export interface ScenarioResult {
   notes: string[];
 }
 
-const fmt = (v: number) => (Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 }));
+const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? String(v) : Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 }));
 
 export function tableOf(r: ScenarioResult): string {
   const head = ['measure', 'value', 'baseline', 'ratio', 'budget', 'met'];

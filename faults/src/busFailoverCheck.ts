@@ -56,7 +56,7 @@ try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, 30000);
-      void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) (clearTimeout(t), resolve()); } });
+      void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) { clearTimeout(t); resolve(); } } });
     });
     await consumer.disconnect();
     const lost = [...acked].filter((v) => !seen.has(v));

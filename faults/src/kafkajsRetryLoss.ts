@@ -51,7 +51,7 @@ try {
   const total = highs.reduce((a, h) => a + Number(h.high), 0);
   await new Promise<void>((resolve) => {
     const t = setTimeout(resolve, 30000);
-    void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) (clearTimeout(t), resolve()); } });
+    void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) { clearTimeout(t); resolve(); } } });
   });
   const lost = [...acked].filter((v) => !seen.has(v));
   console.log(JSON.stringify({ sent: n, acked: acked.size, failedSends: failed, inLog: seen.size, lostAcked: lost.length, lostSample: lost.slice(0, 10), highs: highs.map((h) => [h.partition, h.high]) }));

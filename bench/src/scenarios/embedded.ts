@@ -57,7 +57,7 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
       single[engine] = sat.result.requestsPerSecond;
       bulkRate[engine] = bulk.result.eventsPerSecond;
       const isDefault = engine === 'postgres';
-      const budget = <T>(text: string, met: boolean) => (isDefault ? { budget: { text, met } } : {});
+      const budget = (text: string, met: boolean) => (isDefault ? { budget: { text, met } } : {});
       const errors = (r: typeof sat) => Object.entries(r.result.status).filter(([s]) => !s.startsWith('2')).reduce((n, [, v]) => n + v, 0);
       rows.push(
         { measure: `${engine}: single at saturation (64 clients)`, value: sat.result.requestsPerSecond, unit: 'req/s', ...budget('>= 1,500 req/s', sat.result.requestsPerSecond >= 1_500) },

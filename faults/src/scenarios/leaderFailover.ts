@@ -276,10 +276,16 @@ export const leaderFailover: Scenario = {
             } catch {
               /* not ours */
             }
-            if (done()) (clearTimeout(t), resolve());
+            if (done()) {
+              clearTimeout(t);
+              resolve();
+            }
           },
         });
-        if (done()) (clearTimeout(t), resolve());
+        if (done()) {
+          clearTimeout(t);
+          resolve();
+        }
       });
       await reader.disconnect().catch(() => undefined);
     }

@@ -22,7 +22,7 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
   // The weight is taken once per item: weighing may be dear (the Kafka adapter counts bytes).
   type Pending = { item: T; weight: number; resolve: () => void; reject: (e: unknown) => void };
   const weight = opts.weight ?? (() => 1);
-  let queue: Pending[] = [];
+  const queue: Pending[] = [];
   let queued = 0;
   let timer: NodeJS.Timeout | null = null;
   let inFlight: Promise<void> | null = null;

@@ -1,6 +1,8 @@
-import { queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
+import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, type Logger } from '@shopstream/telemetry';
 import type { Bus, OutgoingRecord } from './port.js';
+
+const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
 const published = counter('shopstream_outbox_published_total', 'Outbox records relayed to their topic, by topic.', ['topic']);
 
@@ -15,11 +17,17 @@ export interface EmittedRecord extends OutgoingRecord {
  */
 export async function appendToOutbox(tx: Queryable, records: EmittedRecord[]): Promise<void> {
   if (records.length === 0) return;
+  const text = (v: EmittedRecord['value']) => (typeof v === 'string' ? v : v.toString('utf8'));
+  // PostgreSQL: COPY, about twice the rows per second of the unnest insert (bench/README.md, projector).
+  if (canCopy(tx)) {
+    await copyRows(tx, 'outbox', OUTBOX_COLUMNS, records.map((r) => [r.topic, r.key, text(r.value), JSON.stringify(r.headers ?? {})]));
+    return;
+  }
   await tx.query(sql`
     INSERT INTO outbox (topic, key, value, headers)
     SELECT * FROM unnest(
       ${records.map((r) => r.topic)}::text[], ${records.map((r) => r.key)}::text[],
-      ${records.map((r) => (typeof r.value === 'string' ? r.value : r.value.toString('utf8')))}::text[],
+      ${records.map((r) => text(r.value))}::text[],
       ${records.map((r) => JSON.stringify(r.headers ?? {}))}::jsonb[])`);
 }
 
@@ -131,8 +139,15 @@ export function startOutboxRelay(o: RelayOptions & { logger: Logger; intervalMs?
       });
     return queued;
   };
+  // The timer looks before it relays: one indexed read when the outbox is empty (nearly always: every commit
+  // kicks the relay) instead of a transaction with a lock, a locking read and a commit every tick.
+  const names = o.legacyName ? [o.topic, `@${o.legacyName}`] : [o.topic];
   const timer = setInterval(() => {
-    relay().catch((e) => log.warn({ err: e }, 'periodic outbox relay failed; retrying on the next tick'));
+    if (current || queued) return;
+    o.db
+      .query(sql`SELECT EXISTS (SELECT 1 FROM outbox WHERE topic = ANY(${names}::text[])) AS any`)
+      .then((r) => (r[0]?.any ? relay() : 0))
+      .catch((e) => log.warn({ err: e }, 'periodic outbox relay failed; retrying on the next tick'));
   }, o.intervalMs ?? 1_000);
   timer.unref();
   return {

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { connectPostgres, migrate, openPglite, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { waitFor } from '@shopstream/testkit/harness';
+import { waitFor } from '@shopstream/testkit';
 import { BusUnavailableError, type Batch, type Bus, type Subscription } from './port.js';
 import { createPgLogBus, UnsupportedTopicConfigError, type PgLogBusOptions } from './pglog/pgLogBus.js';
 import { trimExpiredRecords } from './pglog/trimRecords.js';

@@ -276,12 +276,21 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
   });
 
   const lagEvery = o.lagIntervalMs ?? 5_000;
+  const lastLag = new Map<string, number>();
   const timer =
     lagEvery > 0
       ? setInterval(() => {
           o.bus
             .lag(groupId, [topic])
-            .then((rows) => rows.forEach((r) => lagGauge.set({ group: groupId, topic: r.topic, partition: String(r.partition) }, r.lag)))
+            .then((rows) =>
+              rows.forEach((r) => {
+                // Idle, nothing moves: the gauge is set only when a partition's lag changed.
+                const k = `${r.topic}/${r.partition}`;
+                if (lastLag.get(k) === r.lag) return;
+                lastLag.set(k, r.lag);
+                lagGauge.set({ group: groupId, topic: r.topic, partition: String(r.partition) }, r.lag);
+              }),
+            )
             .catch((e) => log.debug({ err: e }, 'could not read consumer lag'));
         }, lagEvery)
       : null;

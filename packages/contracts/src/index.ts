@@ -6,6 +6,7 @@ export * from './conversations.js';
 export * from './flows.js';
 export * from './activities.js';
 export * from './storableText.js';
+export * from './micros.js';
 export * from './topicContracts.js';
 export * from './defineTopic.js';
 export * from './topicDefinitions.js';

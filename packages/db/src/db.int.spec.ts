@@ -3,7 +3,7 @@ import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra } from '@shopstream/testkit';
-import { waitFor } from '@shopstream/testkit/harness';
+import { waitFor } from '@shopstream/testkit';
 import { connectPostgres, type Db } from './db.js';
 import { openPglite } from './pglite.js';
 import { migrate } from './migrate.js';

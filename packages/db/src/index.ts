@@ -4,6 +4,7 @@ export { migrate, migrationSteps, migrationOwners, type MigrationStep, type Migr
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
 export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';
 export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';
+export { copyRows, canCopy } from './copy.js';
 export { queryRows, queryRow, type Row, type RowDecoder } from './rows.js';
 export {
   sqlState,

@@ -28,4 +28,12 @@ export const flowVersions = {
     );
     return { now: new Date(now as Date | string).getTime(), versions };
   },
+  /**
+   * The database's time and a stamp of the table (highest seq and count): flow_versions only grows (a trigger
+   * appends, nothing updates or deletes), so an unchanged stamp means unchanged rows.
+   */
+  async stamp(db: Queryable): Promise<{ now: number; stamp: string }> {
+    const [r] = await db.query(sql`SELECT now() AS now, coalesce(max(seq), 0)::text || '/' || count(*)::text AS stamp FROM flow_versions`);
+    return { now: new Date(r.now as Date | string).getTime(), stamp: String(r.stamp) };
+  },
 };

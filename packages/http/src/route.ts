@@ -1,5 +1,6 @@
 import { Router, type Request, type RequestHandler, type Response } from 'express';
 import { z } from 'zod';
+import { isUuid } from '@shopstream/contracts';
 import { jsonBody } from './app.js';
 import type { ApiError } from './errors.js';
 import { validate } from './validate.js';
@@ -51,8 +52,6 @@ export interface OpenApiOperation {
 export interface OpenApiPart {
   operations: OpenApiOperation[];
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A path parameter: every one of this API is a uuid naming a row of the shop. */
 export interface UuidPathParam {
@@ -127,7 +126,8 @@ export function defineRoute<P extends string = never, Q extends z.ZodObject | un
     const values = {} as Record<P, string | null>;
     for (const name of names) {
       const v = String(req.params[name]);
-      const ok = UUID.test(v);
+      // isUuid: the test every record's ids passed, so a value that fails it names no row.
+      const ok = isUuid(v);
       if (!ok && params[name].orElse) throw params[name].orElse!();
       values[name] = ok ? v.toLowerCase() : null;
     }

@@ -24,6 +24,7 @@ export {
 export { testInfra } from './testInfra.js';
 export { ensurePromtool } from './promtool.js';
 export { InfraUnavailableError } from './unavailable.js';
+export { waitFor } from './waitFor.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
 
 /**

@@ -245,7 +245,7 @@ export async function startServer<T>(o: {
     return { child, ready: await o.ready(() => exit) };
   } catch (err) {
     await stopChild(child, o.failSignal, 5_000);
-    throw new Error(`${errorText(err)}\n--- last lines of ${o.logFile} ---\n${await tailFile(o.logFile, o.tailLines)}`);
+    throw new Error(`${errorText(err)}\n--- last lines of ${o.logFile} ---\n${await tailFile(o.logFile, o.tailLines)}`, { cause: err });
   }
 }
 

@@ -1,4 +1,4 @@
-import { sql, type Queryable } from '@shopstream/db';
+import { canCopy, copyRows, sql, type Queryable } from '@shopstream/db';
 import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
 import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
@@ -27,10 +27,23 @@ export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
   return { topic, ...metricsTopic.record(m) };
 }
 
+/** A record whose activity id derives from a key (remote_id or deduping_key): a replay has the same id. */
+const isKeyed = (e: EventRecord) => e.remote_id != null || e.metric.deduping_key != null;
+
+const ACTIVITY_COLUMNS = ['shop_id', 'id', 'name', 'description', 'event_time', 'recorded_at', 'metric', 'contact_id', 'contact', 'remote_id', 'remote_platform'];
+const TIMELINE_COLUMNS = ['shop_id', 'contact_id', 'activity_id', 'event_time'];
+
 /**
- * Applies a batch of `events` records in the caller's transaction: new activities (one multi-row insert;
- * a replayed activity id inserts nothing) and their timeline entries. Returns the events whose activities
- * it created, in log order (each emits one metric event).
+ * Applies a batch of `events` records in the caller's transaction: new activities (a replayed activity id
+ * inserts nothing) and their timeline entries. Returns the events whose activities it created, in log order
+ * (each emits one metric event).
+ *
+ * On PostgreSQL the rows go in by COPY (about 2.3 times the rows per second of the multi-row insert on
+ * this machine, bench/README.md): the keyed events' ids (remote_id or deduping_key: the only ones a client
+ * replays) that already exist are looked up first and left out; anything else already there (the same
+ * record published twice) makes the COPY fail on the primary key, and the batch then goes through the
+ * multi-row `INSERT ... ON CONFLICT DO NOTHING` instead, under a savepoint. Either way each activity is
+ * written once.
  */
 export async function projectActivities(tx: Queryable, records: ValidRecord<EventRecord>[]): Promise<EventRecord[]> {
   // First write wins, also within one batch.
@@ -43,6 +56,58 @@ export async function projectActivities(tx: Queryable, records: ValidRecord<Even
     events.push(value);
   }
   if (events.length === 0) return [];
+  if (canCopy(tx)) {
+    const fresh = await withoutExisting(tx, events);
+    if (fresh.length === 0) return [];
+    await tx.query(sql`SAVEPOINT project_activities_copy`);
+    try {
+      await copyActivities(tx, fresh);
+      await tx.query(sql`RELEASE SAVEPOINT project_activities_copy`);
+      return fresh;
+    } catch (e) {
+      if ((e as { code?: unknown }).code !== UNIQUE_VIOLATION) throw e;
+      await tx.query(sql`ROLLBACK TO SAVEPOINT project_activities_copy`);
+    }
+  }
+  return insertActivities(tx, events);
+}
+
+const UNIQUE_VIOLATION = '23505';
+
+/** events less the keyed ones whose activity exists already. */
+async function withoutExisting(tx: Queryable, events: EventRecord[]): Promise<EventRecord[]> {
+  const keyed = events.filter(isKeyed);
+  if (keyed.length === 0) return events;
+  const found = await tx.query(sql`
+    SELECT a.shop_id, a.id FROM unnest(${keyed.map((e) => e.shop_id)}::uuid[], ${keyed.map((e) => e.activity_id)}::uuid[]) AS k(shop_id, id)
+    JOIN activities a ON a.shop_id = k.shop_id AND a.id = k.id`);
+  if (found.length === 0) return events;
+  const existing = new Set(found.map((r) => `${r.shop_id}/${r.id}`));
+  return events.filter((e) => !existing.has(`${e.shop_id}/${e.activity_id}`));
+}
+
+async function copyActivities(tx: Queryable, events: EventRecord[]): Promise<void> {
+  const rows = events.map((e) => [
+    e.shop_id,
+    e.activity_id,
+    e.name,
+    e.description,
+    e.event_time,
+    e.received_at,
+    JSON.stringify(e.metric),
+    e.contact?.id ?? null,
+    e.contact ? JSON.stringify(e.contact) : null,
+    e.remote_id,
+    e.remote_platform,
+  ]);
+  await copyRows(tx, 'activities', ACTIVITY_COLUMNS, rows);
+  const timeline = [];
+  for (const e of events) if (e.contact !== null) timeline.push([e.shop_id, e.contact.id, e.activity_id, e.event_time]);
+  await copyRows(tx, 'contact_timeline', TIMELINE_COLUMNS, timeline);
+}
+
+/** The multi-row insert: ON CONFLICT DO NOTHING, RETURNING what it created. Any engine. */
+async function insertActivities(tx: Queryable, events: EventRecord[]): Promise<EventRecord[]> {
   const inserted = await tx.query(sql`
     INSERT INTO activities (shop_id, id, name, description, event_time, recorded_at, metric, contact_id, contact, remote_id, remote_platform)
     SELECT * FROM unnest(

@@ -51,7 +51,7 @@ export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>
     );
   } catch (e) {
     if (e instanceof DataDirLockedError) {
-      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: ${lockedAdvice}`);
+      throw new Error(`${e.message}\nA running \`pnpm start\` holds the embedded database: ${lockedAdvice}`, { cause: e });
     }
     throw e;
   }

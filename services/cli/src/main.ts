@@ -1,25 +1,32 @@
 #!/usr/bin/env node
 /**
- * `pnpm cli <command> ...`: each command lives in ./commands/<file>.ts and exports
- * `run(args: string[]): Promise<number>` (the exit code) and `usage: string`.
+ * `pnpm cli <command> ...`: each command lives in ./commands/<file>.ts and exports `command` (its summary,
+ * usage and run, see ./args.ts), loaded only when it is the one asked for.
  */
 import { inspect } from 'node:util';
+import { runCommand, type Command } from './args.js';
 
-const commands: Record<string, { file: string; summary: string }> = {
-  migrate: { file: './commands/migrate.js', summary: 'apply database migrations' },
-  topics: { file: './commands/topics.js', summary: 'topics ensure: create the topics Shopstream owns, give each the retention of its role' },
-  'api-keys': { file: './commands/apiKeys.js', summary: 'api-keys create|list|revoke' },
-  flows: { file: './commands/flows.js', summary: 'flows create|list|pause|resume|delete' },
-  conversations: { file: './commands/conversations.js', summary: 'conversations import <file.jsonl|->' },
-  projections: { file: './commands/projections.js', summary: 'projections status|rebuild: where each projection stands; rebuild one without downtime' },
-  dlq: { file: './commands/dlq.js', summary: 'dlq list|redrive <topic>: read dead letters with their reason; send them back once the cause is fixed' },
-  seed: { file: './commands/seed.js', summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
+const commands: Record<string, { load: () => Promise<{ command: Command }>; summary: string }> = {
+  migrate: { load: () => import('./commands/migrate.js'), summary: 'apply database migrations' },
+  topics: { load: () => import('./commands/topics.js'), summary: 'topics ensure: create the topics Shopstream owns, give each the retention of its role' },
+  'api-keys': { load: () => import('./commands/apiKeys.js'), summary: 'api-keys create|list|revoke' },
+  flows: { load: () => import('./commands/flows.js'), summary: 'flows create|list|pause|resume|delete' },
+  conversations: { load: () => import('./commands/conversations.js'), summary: 'conversations import <file.jsonl|->' },
+  projections: {
+    load: () => import('./commands/projections.js'),
+    summary: 'projections status|rebuild: where each projection stands; rebuild one without downtime',
+  },
+  dlq: {
+    load: () => import('./commands/dlq.js'),
+    summary: 'dlq list|redrive <topic>: read dead letters with their reason; send them back once the cause is fixed',
+  },
+  seed: { load: () => import('./commands/seed.js'), summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
 };
 
 function help(): string {
   const width = Math.max(...Object.keys(commands).map((c) => c.length));
   return [
-    'Usage: pnpm cli <command> [args]   (--help on each command)',
+    'Usage: pnpm cli <command> [args]   (--help on each command and subcommand)',
     '',
     ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
     '',
@@ -33,17 +40,12 @@ async function main(argv: string[]): Promise<number> {
     console.log(help());
     return name ? 0 : 2;
   }
-  const cmd = commands[name];
+  const cmd = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!cmd) {
     console.error(`Unknown command "${name}".\n\n${help()}`);
     return 2;
   }
-  const mod = (await import(cmd.file)) as { run(args: string[]): Promise<number>; usage: string };
-  if (rest.includes('--help') || rest.includes('-h')) {
-    console.log(mod.usage);
-    return 0;
-  }
-  return mod.run(rest);
+  return runCommand(name, (await cmd.load()).command, rest);
 }
 
 main(process.argv.slice(2)).then(

@@ -1,5 +1,12 @@
 import { sql, type Queryable } from '@shopstream/db';
-import type { ConversationRecord, ConversationUpserted, MessageCreated } from '@shopstream/contracts';
+import { rfc3339Micros, type ConversationRecord, type ConversationUpserted, type MessageCreated } from '@shopstream/contracts';
+
+/**
+ * Two versions of a conversation in one batch are compared to the microsecond, as the upsert's `updated_at`
+ * check compares them (Date.parse stops at milliseconds, and would let an older version a few microseconds
+ * behind win a tie). The record schema admitted both times, so both parse.
+ */
+const micros = (ts: string): bigint => rfc3339Micros(ts) as bigint;
 
 /**
  * Applies one batch of `conversations` records in a few multi-row statements, whatever the batch size:
@@ -8,16 +15,6 @@ import type { ConversationRecord, ConversationUpserted, MessageCreated } from '@
  * 3. last_message_at/_content of every conversation touched, raised to its newest message when that
  *    message is newer than what the row holds (so a message that came first shows once its conversation comes).
  */
-/**
- * An RFC 3339 timestamp as microseconds since the epoch: the precision Postgres keeps, so two versions of a
- * conversation in one batch are compared as the upsert's `updated_at` check compares them (Date.parse stops at
- * milliseconds, and would let an older version a few microseconds behind win a tie).
- */
-function micros(ts: string): bigint {
-  const fraction = /T[^.]*\.(\d+)/.exec(ts)?.[1] ?? '';
-  return BigInt(Date.parse(ts)) * 1000n + BigInt(fraction.padEnd(6, '0').slice(3, 6));
-}
-
 export async function applyConversationRecords(tx: Queryable, records: ConversationRecord[]): Promise<void> {
   const upserts = new Map<string, ConversationUpserted>();
   const messages = new Map<string, MessageCreated>();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import type { ConversationRecord, ConversationUpserted, MessageCreated } from '@shopstream/contracts';
-import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/testkit/projectionSpec';
+import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/harness/projectionSpec';
 import { conversationProjection } from './conversationProjection.js';
 
 const shop = '0190a2c4-0000-7000-8000-00000000000b';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql, type Db } from '@shopstream/db';
 import { headers as H, schemas, type MetricEvent } from '@shopstream/contracts';
-import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/testkit/projectionSpec';
+import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/harness/projectionSpec';
 import { flowMatcherProjection } from './flowMatcherProjection.js';
 import { triggerId } from './matchTriggers.js';
 

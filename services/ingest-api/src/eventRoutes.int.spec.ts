@@ -4,7 +4,7 @@ import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
 import { parseBootstrapKeys } from '@shopstream/http';
 import { eventRecordSchema } from '@shopstream/contracts';
-import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { activityId, activityKey } from './activityId.js';
 import { startIngestApi } from './index.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
-import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/testkit/harness';
+import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
 import { resolveContacts } from './resolveContacts.js';

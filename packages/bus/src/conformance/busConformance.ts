@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { waitFor as poll } from '@shopstream/testkit';
 import { BusUnavailableError, type Batch, type Bus, type BusFeatures, type BusRecord, type OutgoingRecord, type Subscription } from '../port.js';
 import { partitionFor } from '../pglog/partitionFor.js';
 
@@ -43,20 +44,9 @@ export interface BusConformanceHarness {
 
 const PARTITIONS = 3;
 
-async function waitFor<T>(fn: () => Promise<T | false | null | undefined> | T | false | null | undefined, timeoutMs: number, message: string): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== null && v !== false) return v as T;
-    } catch (e) {
-      last = e;
-    }
-    if (Date.now() > deadline) throw new Error(`${message}: not met within ${timeoutMs} ms${last ? ` (last error: ${String(last)})` : ''}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+/** The suite's polls: testkit's waitFor, every 25 ms. */
+const waitFor = <T>(fn: () => Promise<T | false | null | undefined> | T | false | null | undefined, timeoutMs: number, message: string): Promise<T> =>
+  poll(fn, { timeoutMs, message, intervalMs: 25 });
 
 /** The fields a case compares: everything but the timestamp. */
 const view = (r: BusRecord) => ({ topic: r.topic, partition: r.partition, offset: r.offset, key: r.key, value: r.value.toString('utf8'), headers: r.headers });

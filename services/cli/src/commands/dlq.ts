@@ -1,25 +1,16 @@
-import { parseArgs } from 'node:util';
 import { listDeadLetters, ownedTopics, redriveDeadLetters, type DeadLetter, type RedriveReport } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
-import { table, UsageError, withUsage } from '../args.js';
+import { parse, table, UsageError, type Command } from '../args.js';
 import { EmbeddedServerRunningError, withRuntime } from '../context.js';
 
-export const usage = `Usage:
-  pnpm cli dlq list <topic> [--reason-contains <text>] [--json]
-      Every dead letter of a dead-letter topic (events.dlq, metrics.dlq, conversations.dlq, ...): where it came
-      from (source topic, partition, offset), its key, why it was refused, when, and whether it was redriven.
-      --json prints one document with each record's headers and value as well.
-  pnpm cli dlq redrive <topic> [--reason-contains <text>] [--dry-run] [--json]
-      Sends the dead letters back to their source topic, once the cause is fixed: same key, same value, their
-      original headers (plus redriven_from). Records what it sent, so a second run sends nothing twice;
-      --reason-contains sends only those whose reason contains the text (case-insensitive); --dry-run counts
-      what it would send and sends nothing. A redriven record is applied after the records that followed it.
-  The topic may be given with or without TOPIC_PREFIX. In embedded mode it runs while \`pnpm start\` serves; on PGlite
-  (EMBEDDED_DB=pglite), while it is stopped.`;
+const note = `The topic may be given with or without TOPIC_PREFIX. In embedded mode it runs while \`pnpm start\` serves; on PGlite
+(EMBEDDED_DB=pglite), while it is stopped.`;
 
 /** The owned dead-letter topic the operator named, with or without the deployment's prefix. */
 function deadLetterTopic(rt: Runtime, name: string | undefined): string {
-  const known = ownedTopics(rt.topics).filter((t) => t.role === 'dead-letter').map((t) => t.topic);
+  const known = ownedTopics(rt.topics)
+    .filter((t) => t.role === 'dead-letter')
+    .map((t) => t.topic);
   if (!name) throw new UsageError(`Name a dead-letter topic: one of ${known.join(', ')}.`);
   const found = known.find((t) => t === name || t === `${rt.env.TOPIC_PREFIX}${name}`);
   if (!found) throw new UsageError(`Unknown dead-letter topic "${name}": one of ${known.join(', ')}.`);
@@ -59,61 +50,58 @@ function reportLine(r: RedriveReport): string {
     ...(r.inFlight > 0 ? [`${r.inFlight} claimed by another redrive running now`] : []),
     ...(r.unredrivable > 0 ? [`${r.unredrivable} without a source header naming ${r.to}, never sent`] : []),
   ];
-  const resent = r.resent > 0 ? `\n${plural(r.resent, 'of them was', 'of them were')} claimed by a redrive that stopped before confirming: ${r.dryRun ? 'they would be' : 'sent'} again (a projection applies a record id once).` : '';
+  const resent =
+    r.resent > 0
+      ? `\n${plural(r.resent, 'of them was', 'of them were')} claimed by a redrive that stopped before confirming: ${r.dryRun ? 'they would be' : 'sent'} again (a projection applies a record id once).`
+      : '';
   return `${r.dryRun ? 'Would redrive' : 'Redrove'} ${r.redriven} of ${plural(r.total, 'dead letter')} in ${r.topic} (${details.join(', ')}) back to ${r.to}.${resent}`;
 }
 
-export async function run(args: string[]): Promise<number> {
-  return withUsage(usage, async () => {
-    const [sub, ...rest] = args;
-    try {
-      switch (sub) {
-        case 'list': {
-          const { values, positionals } = parseArgs({
-            args: rest,
-            options: { json: { type: 'boolean' }, 'reason-contains': { type: 'string' } },
-            allowPositionals: true,
+export const command: Command = {
+  note,
+  refused: (e) => e instanceof EmbeddedServerRunningError,
+  subcommands: {
+    list: {
+      usage: `  pnpm cli dlq list <topic> [--reason-contains <text>] [--json]
+      Every dead letter of a dead-letter topic (events.dlq, metrics.dlq, conversations.dlq, ...): where it came
+      from (source topic, partition, offset), its key, why it was refused, when, and whether it was redriven.
+      --json prints one document with each record's headers and value as well.`,
+      async run(args) {
+        const { values, positionals } = parse(args, { json: { type: 'boolean' }, 'reason-contains': { type: 'string' } }, true);
+        if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
+        await withRuntime(async (rt) => {
+          const topic = deadLetterTopic(rt, positionals[0]);
+          const all = await listDeadLetters(rt.bus, rt.db, topic, { reasonContains: values['reason-contains'] });
+          if (values.json) {
+            const deadLetters = all.map(({ value, ...d }) => ({ ...d, value: value.toString('utf8') }));
+            console.log(JSON.stringify({ topic, deadLetters }, null, 2));
+          } else printList(topic, all, values['reason-contains'] !== undefined);
+        });
+        return 0;
+      },
+    },
+    redrive: {
+      usage: `  pnpm cli dlq redrive <topic> [--reason-contains <text>] [--dry-run] [--json]
+      Sends the dead letters back to their source topic, once the cause is fixed: same key, same value, their
+      original headers (plus redriven_from). Records what it sent, so a second run sends nothing twice;
+      --reason-contains sends only those whose reason contains the text (case-insensitive); --dry-run counts
+      what it would send and sends nothing. A redriven record is applied after the records that followed it.`,
+      async run(args) {
+        const { values, positionals } = parse(args, { json: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, 'reason-contains': { type: 'string' } }, true);
+        if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
+        await withRuntime(async (rt) => {
+          const topic = deadLetterTopic(rt, positionals[0]);
+          const report = await redriveDeadLetters(topic, {
+            bus: rt.bus,
+            db: rt.db,
+            logger: rt.logger,
+            reasonContains: values['reason-contains'],
+            dryRun: values['dry-run'] === true,
           });
-          if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
-          await withRuntime(async (rt) => {
-            const topic = deadLetterTopic(rt, positionals[0]);
-            const all = await listDeadLetters(rt.bus, rt.db, topic, { reasonContains: values['reason-contains'] });
-            if (values.json) {
-              const deadLetters = all.map(({ value, ...d }) => ({ ...d, value: value.toString('utf8') }));
-              console.log(JSON.stringify({ topic, deadLetters }, null, 2));
-            } else printList(topic, all, values['reason-contains'] !== undefined);
-          });
-          return 0;
-        }
-        case 'redrive': {
-          const { values, positionals } = parseArgs({
-            args: rest,
-            options: { json: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, 'reason-contains': { type: 'string' } },
-            allowPositionals: true,
-          });
-          if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
-          await withRuntime(async (rt) => {
-            const topic = deadLetterTopic(rt, positionals[0]);
-            const report = await redriveDeadLetters(topic, {
-              bus: rt.bus,
-              db: rt.db,
-              logger: rt.logger,
-              reasonContains: values['reason-contains'],
-              dryRun: values['dry-run'] === true,
-            });
-            console.log(values.json ? JSON.stringify(report, null, 2) : reportLine(report));
-          });
-          return 0;
-        }
-        default:
-          throw new UsageError(sub ? `Unknown subcommand "${sub}".` : 'Give a subcommand: list or redrive.');
-      }
-    } catch (e) {
-      if (e instanceof EmbeddedServerRunningError) {
-        console.error(e.message);
-        return 2;
-      }
-      throw e;
-    }
-  });
-}
+          console.log(values.json ? JSON.stringify(report, null, 2) : reportLine(report));
+        });
+        return 0;
+      },
+    },
+  },
+};

@@ -1,25 +1,10 @@
-import { parseArgs } from 'node:util';
 import { fieldErrors, flowCreateSchema, isUuid, type Flow, type FlowCreate } from '@shopstream/contracts';
 import type { Db } from '@shopstream/db';
 import { flowStore } from '@shopstream/flows';
-import { table, UsageError, withUsage } from '../args.js';
+import { parse, table, UsageError, type Command, type Subcommand } from '../args.js';
 import { withDb } from '../context.js';
 
-export const usage = `Usage:
-  pnpm cli flows create --shop <uuid> --name <text> --metric <metric_name>
-                        [--where '<condition json>']... [--contact-where '<condition json>']... [--paused]
-  pnpm cli flows create --shop <uuid> --name <text> --trigger-json '<trigger json>' [--paused]
-      Creates an Activity Event flow; prints its id. A condition is {"field","op","value"}: --where tests
-      metric.additional_properties (dotted paths), --contact-where the contact's email, phone, remote_id,
-      name or id. Operators: eq neq contains not_contains starts_with ends_with gt gte lt lte in not_in
-      exists not_exists (no value for exists/not_exists, an array for in/not_in). All must hold.
-      Example: --where '{"field":"total","op":"gte","value":100}' --contact-where '{"field":"email","op":"ends_with","value":"@example.com"}'
-  pnpm cli flows list --shop <uuid>
-  pnpm cli flows pause <id> --shop <uuid>
-  pnpm cli flows resume <id> --shop <uuid>
-  pnpm cli flows delete <id> --shop <uuid>
-
-Running matchers pick a change up within FLOW_REFRESH_MS (default 2 s). Works on DATABASE_URL, or on the
+const note = `Running matchers pick a change up within FLOW_REFRESH_MS (default 2 s). Works on DATABASE_URL, or on the
 embedded database in DATA_DIR. The same operations exist over HTTP under /v2026-04/flows/.`;
 
 function shopOf(v: string | undefined): string {
@@ -37,18 +22,14 @@ function parseJson(what: string, text: string): unknown {
 }
 
 function parseCreate(args: string[]): { shop: string; flow: FlowCreate } {
-  const { values } = parseArgs({
-    args,
-    options: {
-      shop: { type: 'string' },
-      name: { type: 'string' },
-      metric: { type: 'string' },
-      where: { type: 'string', multiple: true },
-      'contact-where': { type: 'string', multiple: true },
-      'trigger-json': { type: 'string' },
-      paused: { type: 'boolean' },
-    },
-    allowPositionals: false,
+  const { values } = parse(args, {
+    shop: { type: 'string' },
+    name: { type: 'string' },
+    metric: { type: 'string' },
+    where: { type: 'string', multiple: true },
+    'contact-where': { type: 'string', multiple: true },
+    'trigger-json': { type: 'string' },
+    paused: { type: 'boolean' },
   });
   const shop = shopOf(values.shop);
   const given = values['trigger-json'];
@@ -72,28 +53,59 @@ function parseCreate(args: string[]): { shop: string; flow: FlowCreate } {
 }
 
 function parseTarget(args: string[]): { id: string; shop: string } {
-  const { values, positionals } = parseArgs({ args, options: { shop: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parse(args, { shop: { type: 'string' } }, true);
   if (positionals.length !== 1 || !isUuid(positionals[0])) throw new UsageError('Give exactly one flow id (a uuid, as `flows list` shows).');
   return { id: positionals[0].toLowerCase(), shop: shopOf(values.shop) };
 }
 
-export async function run(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  return withUsage(usage, async () => {
-    switch (sub) {
-      case 'create': {
-        const { shop, flow } = parseCreate(rest);
-        return await withFlowsDb(async (db) => {
+/** pause, resume, delete: one flow of one shop. */
+const change = (sub: 'pause' | 'resume' | 'delete', usage: string): Subcommand => ({
+  usage,
+  async run(args) {
+    const { id, shop } = parseTarget(args);
+    return withFlowsDb(async (db) => {
+      const found =
+        sub === 'delete'
+          ? await flowStore.remove(db, shop, id)
+          : (await flowStore.update(db, shop, id, { status: sub === 'pause' ? 'paused' : 'active' })) !== null;
+      if (!found) {
+        console.error(`No flow ${id} in shop ${shop}.`);
+        return 1;
+      }
+      console.log(`${sub === 'delete' ? 'Deleted' : sub === 'pause' ? 'Paused' : 'Resumed'} flow ${id}. Running matchers follow within FLOW_REFRESH_MS.`);
+      return 0;
+    });
+  },
+});
+
+export const command: Command = {
+  note,
+  subcommands: {
+    create: {
+      usage: `  pnpm cli flows create --shop <uuid> --name <text> --metric <metric_name>
+                        [--where '<condition json>']... [--contact-where '<condition json>']... [--paused]
+  pnpm cli flows create --shop <uuid> --name <text> --trigger-json '<trigger json>' [--paused]
+      Creates an Activity Event flow; prints its id. A condition is {"field","op","value"}: --where tests
+      metric.additional_properties (dotted paths), --contact-where the contact's email, phone, remote_id,
+      name or id. Operators: eq neq contains not_contains starts_with ends_with gt gte lt lte in not_in
+      exists not_exists (no value for exists/not_exists, an array for in/not_in). All must hold.
+      Example: --where '{"field":"total","op":"gte","value":100}' --contact-where '{"field":"email","op":"ends_with","value":"@example.com"}'`,
+      async run(args) {
+        const { shop, flow } = parseCreate(args);
+        return withFlowsDb(async (db) => {
           const { id } = await flowStore.create(db, shop, flow);
           console.log(`Created ${flow.status} flow "${flow.name}" on metric ${flow.trigger.metric_name} for shop ${shop}. Its id:`);
           console.log(id);
           return 0;
         });
-      }
-      case 'list': {
-        const { values } = parseArgs({ args: rest, options: { shop: { type: 'string' } }, allowPositionals: false });
+      },
+    },
+    list: {
+      usage: '  pnpm cli flows list --shop <uuid>',
+      async run(args) {
+        const { values } = parse(args, { shop: { type: 'string' } });
         const shop = shopOf(values.shop);
-        return await withFlowsDb(async (db) => {
+        return withFlowsDb(async (db) => {
           const rows = await allFlows(db, shop);
           if (rows.length === 0) {
             console.log('No flows in this shop yet. Create one with `pnpm cli flows create`.');
@@ -102,40 +114,30 @@ export async function run(args: string[]): Promise<number> {
           console.log(
             table(
               ['ID', 'STATUS', 'METRIC', 'CONDITIONS', 'NAME'],
-              rows.map((r) => [r.id, r.status, r.trigger.metric_name, String(r.trigger.property_conditions.length + r.trigger.contact_conditions.length), r.name]),
+              rows.map((r) => [
+                r.id,
+                r.status,
+                r.trigger.metric_name,
+                String(r.trigger.property_conditions.length + r.trigger.contact_conditions.length),
+                r.name,
+              ]),
             ),
           );
           return 0;
         });
-      }
-      case 'pause':
-      case 'resume':
-      case 'delete': {
-        const { id, shop } = parseTarget(rest);
-        return await withFlowsDb(async (db) => {
-          const found =
-            sub === 'delete'
-              ? await flowStore.remove(db, shop, id)
-              : (await flowStore.update(db, shop, id, { status: sub === 'pause' ? 'paused' : 'active' })) !== null;
-          if (!found) {
-            console.error(`No flow ${id} in shop ${shop}.`);
-            return 1;
-          }
-          console.log(`${sub === 'delete' ? 'Deleted' : sub === 'pause' ? 'Paused' : 'Resumed'} flow ${id}. Running matchers follow within FLOW_REFRESH_MS.`);
-          return 0;
-        });
-      }
-      default:
-        throw new UsageError(sub ? `Unknown flows command "${sub}".` : 'Say what to do with flows.');
-    }
-  });
-}
+      },
+    },
+    pause: change('pause', '  pnpm cli flows pause <id> --shop <uuid>'),
+    resume: change('resume', '  pnpm cli flows resume <id> --shop <uuid>'),
+    delete: change('delete', '  pnpm cli flows delete <id> --shop <uuid>'),
+  },
+};
 
 /** Every flow of the shop, newest first, in pages so a shop with many flows is never one huge result. */
 async function allFlows(db: Db, shop: string): Promise<Flow[]> {
   const take = 500;
   const flows: Flow[] = [];
-  for (let after: [string, string] | null = null; ; ) {
+  for (let after: [string, string] | null = null; ;) {
     const page = await flowStore.page(db, shop, { after, direction: 'next', take });
     flows.push(...page);
     if (page.length < take) return flows;

@@ -1,25 +1,19 @@
-import { parseArgs } from 'node:util';
 import { createInterface } from 'node:readline/promises';
-import { projectionStatus, rebuildProjection, RebuildRefusedError, type ProjectionDefinition, type ProjectionStatus, type RebuildProgress } from '@shopstream/bus';
+import {
+  projectionStatus,
+  rebuildProjection,
+  RebuildRefusedError,
+  type ProjectionDefinition,
+  type ProjectionStatus,
+  type RebuildProgress,
+} from '@shopstream/bus';
 import { activityProjection } from '@shopstream/activity-projector';
 import { conversationProjection } from '@shopstream/conversation-projector';
 import { flowMatcherProjection } from '@shopstream/flow-matcher';
 import type { Env } from '@shopstream/config';
-import { table, UsageError, withUsage } from '../args.js';
+import { parse, table, UsageError, type Command } from '../args.js';
+import { progress } from '../progress.js';
 import { EmbeddedServerRunningError, withRuntime } from '../context.js';
-
-export const usage = `Usage:
-  pnpm cli projections status [--json]
-      For each projection: its consumer group, per partition the position applied in Postgres against the
-      log's first and last offset, the lag, when it last applied a record, its dead letters, and its rebuild.
-  pnpm cli projections rebuild <projection> [--yes] [--keep-old]
-      Rebuilds one projection (${'activity-projector, flow-matcher, conversation-projector'}) from the first
-      record of its topic into a new generation of its tables while the running services keep serving the
-      current one, then switches reads and the live projector to the new generation in one transaction and
-      drops the old one (--keep-old keeps it, in a schema named in the output). Emits no metric event or flow
-      trigger again. Asks for confirmation unless --yes. Exit 2, with nothing changed, when a partition's log
-      no longer starts at offset 0, when another rebuild of the projection runs, or in embedded mode on PGlite
-      while \`pnpm start\` holds the data directory.`;
 
 function definitions(env: Env): ProjectionDefinition<unknown>[] {
   return [activityProjection, flowMatcherProjection(env.FLOW_REFRESH_MS), conversationProjection] as ProjectionDefinition<unknown>[];
@@ -52,10 +46,9 @@ function printStatus(all: ProjectionStatus[]): void {
   console.log(blocks.join('\n\n'));
 }
 
-/** Progress on stderr: one line redrawn on a terminal, a plain line every 5 s otherwise (a log file). */
+/** Progress on stderr, by default also off a terminal (a plain line every 5 s and at each phase): a rebuild's log. */
 function progressPrinter(name: string): (p: RebuildProgress) => void {
-  const tty = process.stderr.isTTY === true;
-  let last = 0;
+  const bar = progress({ lines: true });
   return (p) => {
     const eta = p.etaSeconds === null ? 'unknown' : `${p.etaSeconds.toFixed(1)} s`;
     const line =
@@ -64,14 +57,8 @@ function progressPrinter(name: string): (p: RebuildProgress) => void {
         : p.phase === 'switching'
           ? `rebuild ${name}: ${num(p.applied)} records applied, caught up: switching`
           : `rebuild ${name}: ${num(p.applied)} records applied (${num(Math.round(p.perSecond))}/s): switched`;
-    if (tty) {
-      process.stderr.write(`\r\u001b[2K${line}${p.phase === 'switched' ? '\n' : ''}`);
-      return;
-    }
-    if (p.phase !== 'building' || Date.now() - last >= 5_000) {
-      last = Date.now();
-      process.stderr.write(`${line}\n`);
-    }
+    if (p.phase === 'switched') bar.done(line);
+    else bar.update(() => line, p.phase !== 'building');
   };
 }
 
@@ -85,66 +72,67 @@ async function confirm(question: string): Promise<boolean> {
   }
 }
 
-export async function run(args: string[]): Promise<number> {
-  return withUsage(usage, async () => {
-    const [sub, ...rest] = args;
-    try {
-      switch (sub) {
-        case 'status': {
-          const { values } = parseArgs({ args: rest, options: { json: { type: 'boolean' } }, allowPositionals: false });
-          await withRuntime(async (rt) => {
-            const all = await projectionStatus(definitions(rt.env), { bus: rt.bus, db: rt.db, topics: rt.topics, groupPrefix: rt.env.CONSUMER_GROUP_PREFIX });
-            if (values.json) console.log(JSON.stringify({ projections: all }, null, 2));
-            else printStatus(all);
-          });
-          return 0;
-        }
-        case 'rebuild': {
-          const { values, positionals } = parseArgs({
-            args: rest,
-            options: { yes: { type: 'boolean' }, 'keep-old': { type: 'boolean' } },
-            allowPositionals: true,
-          });
-          if (positionals.length !== 1) throw new UsageError('Name one projection to rebuild.');
-          return await withRuntime(async (rt) => {
-            const defs = definitions(rt.env);
-            const def = defs.find((d) => d.name === positionals[0]);
-            if (!def) throw new UsageError(`Unknown projection "${positionals[0]}": one of ${defs.map((d) => d.name).join(', ')}.`);
-            const topic = def.source(rt.topics);
-            if (!values.yes) {
-              const records = (await rt.bus.offsets(topic)).reduce((n, p) => n + Number(BigInt(p.high) - BigInt(p.low)), 0);
-              const ok = await confirm(`Rebuild ${def.name} from the ${num(records)} records of ${topic} into new ${def.tables.join(', ')} tables, then switch to them?`);
-              if (!ok) {
-                console.error(process.stdin.isTTY ? 'Not rebuilt.' : 'Not rebuilt: give --yes to rebuild without a question.');
-                return 2;
-              }
-            }
-            const result = await rebuildProjection(def, {
-              bus: rt.bus,
-              db: rt.db,
-              logger: rt.logger,
-              topics: rt.topics,
-              groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
-              keepOld: values['keep-old'] === true,
-              onProgress: progressPrinter(def.name),
-            });
-            console.log(
-              `Rebuilt ${def.name}: ${num(result.applied)} records applied in ${result.seconds.toFixed(1)} s` +
-                `${result.rejected > 0 ? `, ${num(result.rejected)} unusable records skipped (dead-lettered before)` : ''}; reads and the live projector use the new tables.` +
-                (result.keptSchema ? `\nThe old tables are kept in schema ${result.keptSchema} (DROP SCHEMA ${result.keptSchema} CASCADE when done).` : ''),
+export const command: Command = {
+  refused: (e) => e instanceof RebuildRefusedError || e instanceof EmbeddedServerRunningError,
+  subcommands: {
+    status: {
+      usage: `  pnpm cli projections status [--json]
+      For each projection: its consumer group, per partition the position applied in Postgres against the
+      log's first and last offset, the lag, when it last applied a record, its dead letters, and its rebuild.`,
+      async run(args) {
+        const { values } = parse(args, { json: { type: 'boolean' } });
+        await withRuntime(async (rt) => {
+          const all = await projectionStatus(definitions(rt.env), { bus: rt.bus, db: rt.db, topics: rt.topics, groupPrefix: rt.env.CONSUMER_GROUP_PREFIX });
+          if (values.json) console.log(JSON.stringify({ projections: all }, null, 2));
+          else printStatus(all);
+        });
+        return 0;
+      },
+    },
+    rebuild: {
+      usage: `  pnpm cli projections rebuild <projection> [--yes] [--keep-old]
+      Rebuilds one projection (activity-projector, flow-matcher, conversation-projector) from the first
+      record of its topic into a new generation of its tables while the running services keep serving the
+      current one, then switches reads and the live projector to the new generation in one transaction and
+      drops the old one (--keep-old keeps it, in a schema named in the output). Emits no metric event or flow
+      trigger again. Asks for confirmation unless --yes. Progress goes to stderr. Exit 2, with nothing changed,
+      when a partition's log no longer starts at offset 0, when another rebuild of the projection runs, or in
+      embedded mode on PGlite while \`pnpm start\` holds the data directory.`,
+      async run(args) {
+        const { values, positionals } = parse(args, { yes: { type: 'boolean' }, 'keep-old': { type: 'boolean' } }, true);
+        if (positionals.length !== 1) throw new UsageError('Name one projection to rebuild.');
+        return await withRuntime(async (rt) => {
+          const defs = definitions(rt.env);
+          const def = defs.find((d) => d.name === positionals[0]);
+          if (!def) throw new UsageError(`Unknown projection "${positionals[0]}": one of ${defs.map((d) => d.name).join(', ')}.`);
+          const topic = def.source(rt.topics);
+          if (!values.yes) {
+            const records = (await rt.bus.offsets(topic)).reduce((n, p) => n + Number(BigInt(p.high) - BigInt(p.low)), 0);
+            const ok = await confirm(
+              `Rebuild ${def.name} from the ${num(records)} records of ${topic} into new ${def.tables.join(', ')} tables, then switch to them?`,
             );
-            return 0;
+            if (!ok) {
+              console.error(process.stdin.isTTY ? 'Not rebuilt.' : 'Not rebuilt: give --yes to rebuild without a question.');
+              return 2;
+            }
+          }
+          const result = await rebuildProjection(def, {
+            bus: rt.bus,
+            db: rt.db,
+            logger: rt.logger,
+            topics: rt.topics,
+            groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+            keepOld: values['keep-old'] === true,
+            onProgress: progressPrinter(def.name),
           });
-        }
-        default:
-          throw new UsageError(sub ? `Unknown subcommand "${sub}".` : 'Give a subcommand: status or rebuild.');
-      }
-    } catch (e) {
-      if (e instanceof RebuildRefusedError || e instanceof EmbeddedServerRunningError) {
-        console.error(e.message);
-        return 2;
-      }
-      throw e;
-    }
-  });
-}
+          console.log(
+            `Rebuilt ${def.name}: ${num(result.applied)} records applied in ${result.seconds.toFixed(1)} s` +
+              `${result.rejected > 0 ? `, ${num(result.rejected)} unusable records skipped (dead-lettered before)` : ''}; reads and the live projector use the new tables.` +
+              (result.keptSchema ? `\nThe old tables are kept in schema ${result.keptSchema} (DROP SCHEMA ${result.keptSchema} CASCADE when done).` : ''),
+          );
+          return 0;
+        });
+      },
+    },
+  },
+};

@@ -7,16 +7,10 @@ import {
   type ConversationRecord,
   type ConversationData,
 } from '@shopstream/contracts';
+import { intOption, parse, UsageError, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
+import { progress, PROGRESS_HELP, PROGRESS_OPTION } from '../progress.js';
 import { batchPublisher, conversationMessage } from './conversations.js';
-
-export const usage = `Usage: pnpm cli seed conversations --shop <uuid> --count <n> [--messages <m>] [--months <k>]
-
-Publishes <n> realistic synthetic conversations for the shop to the conversations topic (as
-conversation.upserted records, each followed by its <m> message.created records; default 5), with every
-type, resolution and status, flags, tags, topics and intents, created_at spread over the last <k> months
-(default 6). The conversation-projector (pnpm start) builds the export read model from them.
-A progress bar goes to stderr.`;
 
 /** A stable uuid for a name, so a topic or an agent keeps its id from one seeding to the next. */
 function nameUuid(name: string): string {
@@ -108,89 +102,77 @@ export function syntheticConversation(shopId: string, i: number, messages: numbe
   return [{ type: 'conversation.upserted', shop_id: shopId, conversation }, ...msgs];
 }
 
-function parseArgs(args: string[]): { shop: string; count: number; messages: number; months: number } | string {
-  const [what, ...rest] = args;
-  if (what !== 'conversations') return 'Say what to seed: conversations.';
-  const opts: Record<string, string> = {};
-  for (let i = 0; i < rest.length; i += 2) {
-    const k = rest[i];
-    const v = rest[i + 1];
-    if (!k?.startsWith('--') || v === undefined) return `Unexpected argument "${k ?? ''}".`;
-    opts[k.slice(2)] = v;
-  }
-  const unknown = Object.keys(opts).find((k) => !['shop', 'count', 'messages', 'months'].includes(k));
-  if (unknown) return `Unknown option --${unknown}.`;
-  if (!opts.shop || !isUuid(opts.shop)) return '--shop must be a uuid.';
-  const int = (s: string | undefined, def: number | undefined, min: number) => {
-    if (s === undefined) return def;
-    return /^\d+$/.test(s) && Number(s) >= min ? Number(s) : undefined;
+function parseSeed(args: string[]): { shop: string; count: number; messages: number; months: number; progress: boolean } {
+  const { values, positionals } = parse(
+    args,
+    { shop: { type: 'string' }, count: { type: 'string' }, messages: { type: 'string' }, months: { type: 'string' }, ...PROGRESS_OPTION },
+    true,
+  );
+  if (positionals.length !== 1 || positionals[0] !== 'conversations') throw new UsageError('Say what to seed: conversations.');
+  const shop = values.shop?.trim().toLowerCase() ?? '';
+  if (!isUuid(shop)) throw new UsageError('--shop must be a uuid.');
+  return {
+    shop,
+    count: intOption('count', values.count, 1),
+    messages: intOption('messages', values.messages, 0, 5),
+    months: intOption('months', values.months, 1, 6),
+    progress: values.progress === true,
   };
-  const count = int(opts.count, undefined, 1);
-  const messages = int(opts.messages, 5, 0);
-  const months = int(opts.months, 6, 1);
-  if (count === undefined) return '--count must be a positive integer.';
-  if (messages === undefined) return '--messages must be an integer >= 0.';
-  if (months === undefined) return '--months must be a positive integer.';
-  return { shop: opts.shop.toLowerCase(), count, messages, months };
 }
 
-/**
- * Progress on stderr: on a terminal a one-line bar redrawn at most every 100 ms; otherwise (a log file, a
- * CI job) one plain line every 5 s and one at the end, so the output reads as lines.
- */
-function progressBar(total: number, tty = process.stderr.isTTY === true) {
+/** On a terminal a bar; off it, with --progress, a plain line every 5 s and one at the end. */
+function progressBar(total: number, lines: boolean) {
   const started = Date.now();
-  const every = tty ? 100 : 5000;
-  let drawn = started;
+  const bar = progress({ lines });
+  const tty = process.stderr.isTTY === true;
   const line = (done: number) => {
     const secs = (Date.now() - started) / 1000;
     const rate = secs > 0 ? Math.round(done / secs) : 0;
     const pct = Math.floor((done / total) * 100);
-    if (!tty) return `${pct}% ${done}/${total} conversations, ${rate}/s\n`;
+    if (!tty) return `${pct}% ${done}/${total} conversations, ${rate}/s`;
     const width = 30;
     const filled = Math.round((done / total) * width);
-    return `\r[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${pct}% ${done}/${total} conversations, ${rate}/s `;
+    return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}] ${pct}% ${done}/${total} conversations, ${rate}/s`;
   };
   return {
-    update(done: number) {
-      const now = Date.now();
-      if (now - drawn < every || done >= total) return;
-      drawn = now;
-      process.stderr.write(line(done));
-    },
-    finish(done: number) {
-      process.stderr.write(line(done) + (tty ? '\n' : ''));
-    },
+    update: (done: number) => bar.update(() => line(done)),
+    finish: (done: number) => bar.done(line(done)),
   };
 }
 
-export async function run(args: string[]): Promise<number> {
-  const parsed = parseArgs(args);
-  if (typeof parsed === 'string') {
-    console.error(`${parsed}\n\n${usage}`);
-    return 2;
-  }
-  const { shop, count, messages, months } = parsed;
-  const contacts = Array.from({ length: Math.max(1, Math.min(100_000, Math.ceil(count / 3))) }, () => randomUUID());
-  const started = Date.now();
-  const records = await withRuntime(async (rt) => {
-    const publisher = batchPublisher(rt);
-    const bar = progressBar(count);
-    const now = Date.now();
-    const spanMs = months * 30 * 24 * 3600 * 1000;
-    let n = 0;
-    for (let i = 0; i < count; i++) {
-      for (const r of syntheticConversation(shop, i, messages, now, spanMs, contacts)) {
-        await publisher.add(conversationMessage(r));
-        n++;
+export const command: Command = {
+  usage: `Usage: pnpm cli seed conversations --shop <uuid> --count <n> [--messages <m>] [--months <k>] [--progress]
+
+Publishes <n> realistic synthetic conversations for the shop to the conversations topic (as
+conversation.upserted records, each followed by its <m> message.created records; default 5), with every
+type, resolution and status, flags, tags, topics and intents, created_at spread over the last <k> months
+(default 6). The conversation-projector (pnpm start) builds the export read model from them.
+A progress bar goes to stderr on a terminal. ${PROGRESS_HELP}`,
+  async run(args) {
+    const { shop, count, messages, months, progress: lines } = parseSeed(args);
+    const contacts = Array.from({ length: Math.max(1, Math.min(100_000, Math.ceil(count / 3))) }, () => randomUUID());
+    const started = Date.now();
+    const records = await withRuntime(async (rt) => {
+      const publisher = batchPublisher(rt);
+      const bar = progressBar(count, lines);
+      const now = Date.now();
+      const spanMs = months * 30 * 24 * 3600 * 1000;
+      let n = 0;
+      for (let i = 0; i < count; i++) {
+        for (const r of syntheticConversation(shop, i, messages, now, spanMs, contacts)) {
+          await publisher.add(conversationMessage(r));
+          n++;
+        }
+        bar.update(i + 1);
       }
-      bar.update(i + 1);
-    }
-    await publisher.close();
-    bar.finish(count);
-    return n;
-  });
-  const secs = (Date.now() - started) / 1000;
-  console.log(`Published ${count} conversations (${records} records) for shop ${shop} in ${secs.toFixed(1)} s. The conversation-projector makes them exportable.`);
-  return 0;
-}
+      await publisher.close();
+      bar.finish(count);
+      return n;
+    });
+    const secs = (Date.now() - started) / 1000;
+    console.log(
+      `Published ${count} conversations (${records} records) for shop ${shop} in ${secs.toFixed(1)} s. The conversation-projector makes them exportable.`,
+    );
+    return 0;
+  },
+};

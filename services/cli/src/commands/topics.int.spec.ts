@@ -1,18 +1,12 @@
-import { execFile } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, createPgLogBus, ownedTopicSpecs, topicNames, type Bus } from '@shopstream/bus';
 import { connectPostgres, migrate, sql } from '@shopstream/db';
 import { checkTopicRetention, type Runtime } from '@shopstream/runtime';
 import { createLogger, type Logger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { startTestRuntime } from '@shopstream/testkit/harness';
+import { cliEnv, runCli, startTestRuntime } from '@shopstream/harness';
 import { ensureTopics } from './topics.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../..');
-const exec = promisify(execFile);
 const logger = createLogger('topics-test', process.env.TEST_LOG_LEVEL ?? 'silent');
 const DERIVED_MS = '3600000';
 
@@ -32,8 +26,7 @@ const retentionByRole = async (rt: Runtime) => {
   const configs = await rt.bus.topicConfigs(specs.map((s) => s.topic));
   return specs.map((s) => ({ topic: s.topic, role: s.role, ms: configs[s.topic]['retention.ms'], bytes: configs[s.topic]['retention.bytes'] }));
 };
-const expectedByRole = (rt: Runtime) =>
-  specsOf(rt).map((s) => ({ topic: s.topic, role: s.role, ms: s.role === 'derived' ? DERIVED_MS : '-1', bytes: '-1' }));
+const expectedByRole = (rt: Runtime) => specsOf(rt).map((s) => ({ topic: s.topic, role: s.role, ms: s.role === 'derived' ? DERIVED_MS : '-1', bytes: '-1' }));
 
 /** A logger that keeps what was warned, to check the start-up warning's words. */
 const warnings = () => {
@@ -42,26 +35,7 @@ const warnings = () => {
 };
 
 /** `pnpm -s cli topics ensure` as an operator runs it, against the runtime's broker, database and prefix. */
-async function cliEnsure(rt: Runtime): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env: Record<string, string | undefined> = {
-    PATH: process.env.PATH,
-    HOME: process.env.HOME,
-    DATABASE_URL: rt.env.DATABASE_URL,
-    KAFKA_BROKERS: rt.env.KAFKA_BROKERS?.join(','),
-    TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
-    KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
-    DERIVED_TOPIC_RETENTION_MS: DERIVED_MS,
-    LOG_LEVEL: 'warn',
-  };
-  try {
-    const { stdout, stderr } = await exec('pnpm', ['-s', 'cli', 'topics', 'ensure'], { cwd: root, env, timeout: 60_000 });
-    return { code: 0, stdout, stderr };
-  } catch (e) {
-    const err = e as { code?: number; stdout?: string; stderr?: string };
-    if (typeof err.code !== 'number') throw e;
-    return { code: err.code, stdout: err.stdout ?? '', stderr: err.stderr ?? '' };
-  }
-}
+const cliEnsure = (rt: Runtime) => runCli(['topics', 'ensure'], cliEnv(rt, { DERIVED_TOPIC_RETENTION_MS: DERIVED_MS }), 60_000);
 
 describe('retention by role on Kafka', () => {
   it('services create source and dead-letter topics keeping every record, derived topics keeping DERIVED_TOPIC_RETENTION_MS', async () => {
@@ -110,7 +84,10 @@ describe('retention by role on Kafka', () => {
 
     const second = await cliEnsure(rt);
     expect(second).toMatchObject({ code: 0, stderr: '' });
-    const lines = second.stdout.trimEnd().split('\n').map((l) => l.trim().split(/\s{2,}/));
+    const lines = second.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => l.trim().split(/\s{2,}/));
     expect(lines).toContainEqual([names.events, 'source: keeps every record']);
     expect(lines).toContainEqual([names.dlq(names.events), 'dead-letter: keeps every record']);
     expect(lines).toContainEqual([names.metrics, `derived: keeps ${DERIVED_MS} ms`]);
@@ -126,9 +103,13 @@ describe('retention by role on the Postgres log', () => {
     await migrate(db);
     const prefix = uniquePrefix();
     const old = await createPgLogBus({ db, logger, trimIntervalMs: 0 });
-    await old.ensureTopics(ownedTopicSpecs(topicNames(prefix), { partitions: 3, derivedRetentionMs: 1 }).map(({ topic, partitions }) => ({ topic, partitions })));
+    await old.ensureTopics(
+      ownedTopicSpecs(topicNames(prefix), { partitions: 3, derivedRetentionMs: 1 }).map(({ topic, partitions }) => ({ topic, partitions })),
+    );
     await old.close();
-    expect((await db.query(sql`SELECT DISTINCT retention_ms FROM bus_topics WHERE topic LIKE ${`${prefix}%`}`)).map((r) => String(r.retention_ms))).toEqual(['-1']);
+    expect((await db.query(sql`SELECT DISTINCT retention_ms FROM bus_topics WHERE topic LIKE ${`${prefix}%`}`)).map((r) => String(r.retention_ms))).toEqual([
+      '-1',
+    ]);
 
     const rt = await runtime({ KAFKA_BROKERS: undefined, DATABASE_URL: url, TOPIC_PREFIX: prefix });
     expect(rt.bus.kind).toBe('pglog');

@@ -1,15 +1,15 @@
 import { ownedTopicSpecs, type ConfigChange } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
+import { parse, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
 
-export const usage = `Usage: pnpm cli topics ensure
-
-Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations and a .dlq for each),
-with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
-new or existing, the retention of its role: source topics (events, conversations) and dead-letter topics
-keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
-DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
-Other settings of an existing topic, and its partitions, are left as they are.`;
+const ensureUsage = `  pnpm cli topics ensure
+      Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations and a .dlq for each),
+      with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
+      new or existing, the retention of its role: source topics (events, conversations) and dead-letter topics
+      keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
+      DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
+      Other settings of an existing topic, and its partitions, are left as they are.`;
 
 /** Aligns the owned topics (the runtime created the missing ones) and says what happened, line by line. */
 export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange[]; lines: string[] }> {
@@ -19,24 +19,33 @@ export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange
   const width = Math.max(...specs.map((s) => s.topic.length));
   const lines = [
     `Topics on ${where}:`,
-    ...specs.map((s) => `  ${s.topic.padEnd(width)}  ${s.role === 'derived' ? `derived: keeps ${s.config['retention.ms']} ms` : `${s.role}: keeps every record`}`),
+    ...specs.map(
+      (s) => `  ${s.topic.padEnd(width)}  ${s.role === 'derived' ? `derived: keeps ${s.config['retention.ms']} ms` : `${s.role}: keeps every record`}`,
+    ),
   ];
   if (changes.length === 0) lines.push('Nothing changed: every topic already had the settings of its role.');
   else {
     lines.push(`Changed ${changes.length} setting${changes.length === 1 ? '' : 's'}:`);
     // The same value set on the topic itself: a later change of the broker's default no longer reaches it.
-    for (const c of changes) lines.push(`  ${c.topic} ${c.name}: ${c.from ?? 'unknown'}${c.inherited ? ' (broker default)' : ''} -> ${c.to}${c.inherited && c.from === c.to ? ' (now set on the topic)' : ''}`);
+    for (const c of changes)
+      lines.push(
+        `  ${c.topic} ${c.name}: ${c.from ?? 'unknown'}${c.inherited ? ' (broker default)' : ''} -> ${c.to}${c.inherited && c.from === c.to ? ' (now set on the topic)' : ''}`,
+      );
   }
   return { changes, lines };
 }
 
-export async function run(args: string[]): Promise<number> {
-  if (args[0] !== 'ensure' || args.length > 1) {
-    console.error(usage);
-    return 2;
-  }
-  // Opening the runtime creates the missing topics: the same code path every service takes at start. Its
-  // retention warning would advise running this very command, so it is left out.
-  await withRuntime(async (rt) => console.log((await ensureTopics(rt)).lines.join('\n')), { checkRetention: false });
-  return 0;
-}
+export const command: Command = {
+  subcommands: {
+    ensure: {
+      usage: ensureUsage,
+      async run(args) {
+        parse(args, {});
+        // Opening the runtime creates the missing topics: the same code path every service takes at start. Its
+        // retention warning would advise running this very command, so it is left out.
+        await withRuntime(async (rt) => console.log((await ensureTopics(rt)).lines.join('\n')), { checkRetention: false });
+        return 0;
+      },
+    },
+  },
+};

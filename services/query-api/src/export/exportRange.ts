@@ -1,5 +1,5 @@
 import { ApiError } from '@shopstream/http';
-import { MAX_EXPORT_WINDOW_DAYS } from '@shopstream/contracts';
+import { MAX_EXPORT_WINDOW_DAYS, rfc3339Micros } from '@shopstream/contracts';
 
 /**
  * Times here are microseconds since the epoch (Postgres's precision; well inside a double's exact range)
@@ -24,23 +24,14 @@ export interface Window {
   end: Micros;
 }
 
-const TS = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|[+-]00:00)$/;
+/** The UTC forms a range side takes: `Z` or `+00:00`, at most nine decimals. */
+const UTC_FORM = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d{1,9})?(?:[Zz]|[+-]00:00)$/;
 
 /** An RFC 3339 UTC timestamp (`Z` or `+00:00`) in microseconds, or null when it is not one (or not a real date). */
 export function parseUtc(text: string): Micros | null {
-  const m = TS.exec(text);
-  if (!m) return null;
-  const [y, mo, d, h, mi, s] = m.slice(1, 7).map(Number);
-  // Not Date.UTC(y, ...): it reads years 0-99 as 1900-1999.
-  const date = new Date(0);
-  date.setUTCFullYear(y, mo - 1, d);
-  date.setUTCHours(h, mi, s, 0);
-  const ms = date.getTime();
-  const back = new Date(ms);
-  if (back.getUTCFullYear() !== y || back.getUTCMonth() !== mo - 1 || back.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) return null;
-  // Beyond six decimals is below Postgres's precision: dropped.
-  const frac = Number((m[7] ?? '').padEnd(6, '0').slice(0, 6));
-  return ms * 1000 + frac;
+  if (!UTC_FORM.test(text)) return null;
+  const us = rfc3339Micros(text);
+  return us === null ? null : Number(us);
 }
 
 /** `2026-01-02T03:04:05.123456Z`: what SQL receives and what cursors carry. */

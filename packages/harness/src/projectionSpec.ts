@@ -1,8 +1,7 @@
 import { applyBatch, topicNames, type BusRecord, type ProjectionDefinition, type ProjectionLogic, type Rejected, type TopicNames } from '@shopstream/bus';
 import { connectPostgres, migrate, queryRows, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
-import { createTestDatabase, dropTestDatabase } from './postgres.js';
-import { testInfra } from './testInfra.js';
+import { createTestDatabase, dropTestDatabase, testInfra } from '@shopstream/testkit';
 
 /**
  * Given/when/then for a projection, in the spirit of Emmett's PostgreSQLProjectionSpec: given these records,

@@ -1,8 +1,13 @@
+import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
 import type { BusRecord } from '@shopstream/bus';
-import { createTestDatabase, testInfra, uniquePrefix } from './index.js';
+import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
+
+export { waitFor };
 
 /**
  * A Runtime on the run's real Kafka and Postgres, with a database and topic names of its own, so spec
@@ -47,24 +52,6 @@ export async function createTestShop(rt: Runtime, shopId: string = randomUUID())
   return { shopId, key: secret, headers: { authorization: `Bearer ${secret}`, 'x-shop-id': shopId, 'content-type': 'application/json' } };
 }
 
-/** Polls until fn returns something other than undefined/false/null, or fails with message after timeoutMs. */
-export async function waitFor<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {}): Promise<T> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
-  let lastError: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v !== undefined && v !== null && v !== false) return v as T;
-    } catch (e) {
-      lastError = e;
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${opts.message ?? 'condition'} not met within ${opts.timeoutMs ?? 20_000} ms${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
-  }
-}
-
 /**
  * Reads a topic from the beginning in a fresh consumer group until `until(records)` holds, then returns
  * every record read. Goes through the Bus port, so it works on Kafka and on the Postgres log alike.
@@ -88,3 +75,43 @@ export async function readTopic(rt: Runtime, topic: string, until: (records: Bus
 }
 
 export const json = (r: BusRecord): any => JSON.parse(r.value.toString('utf8'));
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/**
+ * The variables a CLI needs to open the runtime's database and bus, plus `extra` (a variable given undefined is
+ * left out): nothing else from this process but PATH and HOME.
+ */
+export function cliEnv(rt: Runtime, extra: Record<string, string | undefined> = {}): Record<string, string> {
+  const all = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: rt.env.DATABASE_URL,
+    KAFKA_BROKERS: rt.env.KAFKA_BROKERS?.join(','),
+    TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
+    KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
+    CONSUMER_GROUP_PREFIX: rt.env.CONSUMER_GROUP_PREFIX,
+    ...extra,
+  };
+  return Object.fromEntries(Object.entries(all).filter((e): e is [string, string] => e[1] !== undefined));
+}
+
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * `pnpm -s cli <args>` from the checkout, as an operator runs it, with exactly `env` (see cliEnv); stdout and
+ * stderr are pipes, not a terminal. Resolves with the exit code and both outputs, whatever the code.
+ */
+export function runCli(args: string[], env: Record<string, string>, timeoutMs = 120_000): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    execFile('pnpm', ['-s', 'cli', ...args], { cwd: REPO, env, timeout: timeoutMs }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== 'number') reject(err);
+      else resolve({ code: err ? Number(err.code) : 0, stdout, stderr });
+    });
+  });
+}

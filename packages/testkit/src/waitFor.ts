@@ -1,0 +1,17 @@
+/** Polls until fn returns something other than undefined/false/null, or fails with message after timeoutMs. */
+export async function waitFor<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {}): Promise<T> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  let lastError: unknown;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v !== undefined && v !== null && v !== false) return v as T;
+    } catch (e) {
+      lastError = e;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${opts.message ?? 'condition'} not met within ${opts.timeoutMs ?? 20_000} ms${lastError ? `: ${String(lastError)}` : ''}`);
+    }
+    await new Promise((r) => setTimeout(r, opts.intervalMs ?? 50));
+  }
+}
