@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, PartitionAssigners, type Cluster, type PartitionAssigner, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries, type Message, type TopicMessages } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { counter, histogram } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
+import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
 import { splitForSend } from './sendSize.js';
 import { topicLimits } from '@shopstream/contracts';
 
@@ -53,15 +53,6 @@ function brokerAway(e: unknown): boolean {
   }
   return false;
 }
-
-/** How long publishes fail at once after a send failed because the broker is away (see failFast in createKafkaBus). */
-const FAIL_FAST_MS = 1_000;
-const resentRecords = counter(
-  'shopstream_kafka_records_resent_total',
-  'Records sent again because Kafka answered a send without their partition (a leader moved during it; kafkajs#1303).',
-);
-const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
-
 
 /**
  * kafkajs' default partitioner, remembering the partition of each key: it hashes every message's key
@@ -267,24 +258,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     }
   };
 
-  /**
-   * While the broker is away (a send failed to reach it), publishes fail at once (BusUnavailableError: 503 with
-   * Retry-After) instead of each waiting out the publish timeout, and do not pile up behind a send that hangs:
-   * one publish at a time, at most every FAIL_FAST_MS, is let through as a probe (its batch tries Kafka); the
-   * first send that succeeds ends it. Like the database's circuit breaker (connectPostgres): a broker outage
-   * is answered in milliseconds, and ingest takes events again within a second of the broker's return.
-   */
-  let away = false;
-  let probing = false;
-  let failedAt = 0;
-  /** Whether this publish may go to Kafka (true: it is the probe); throws while the broker is away. */
-  const admit = (): boolean => {
-    if (!away) return false;
-    if (probing) throw new BusUnavailableError('Kafka is unavailable: a send is trying it again');
-    if (Date.now() - failedAt < FAIL_FAST_MS) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
-    probing = true;
-    return true;
-  };
+  // Fail fast while the broker is away (see createBrokerGate).
+  const gate = createBrokerGate();
+  const admit = gate.admit;
 
   // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
@@ -300,8 +276,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         byTopic.set(topic, list);
       }
       const probe = items.some((i) => i.probe);
-      // Admitted before the broker went away, flushed after: fail at once too.
-      if (away && !probe) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+      gate.check(probe);
       const end = sendSeconds.startTimer();
       try {
         await withTimeout(connectProducer(), 'connecting to Kafka');
@@ -315,15 +290,14 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
           'Kafka send',
         );
         end({ outcome: 'ok' });
-        away = false;
+        gate.sent();
       } catch (e) {
         end({ outcome: 'error' });
-        away = brokerAway(e);
-        if (away) failedAt = Date.now();
+        gate.failed(brokerAway(e));
         replaceProducer();
         throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
       } finally {
-        if (probe) probing = false;
+        gate.flushed(probe);
       }
     },
   });
@@ -467,13 +441,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             topic: s.topic,
             numPartitions: s.partitions,
             replicationFactor: opts.replicationFactor,
-            configEntries: Object.entries({
-              'max.message.bytes': String(topicLimits.maxMessageBytes),
-              // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
-              // fell behind acknowledges alone, and losing it loses answered events. 2 of 3 in production.
-              'min.insync.replicas': String(Math.min(2, opts.replicationFactor)),
-              ...s.config,
-            }).map(([name, value]) => ({ name, value })),
+            configEntries: Object.entries(topicCreateConfig(s, opts.replicationFactor)).map(([name, value]) => ({ name, value })),
           })),
         });
       }

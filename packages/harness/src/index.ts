@@ -25,6 +25,8 @@ export async function startTestRuntime(overrides: Record<string, string | undefi
     TOPIC_PREFIX: uniquePrefix(),
     KAFKA_PARTITIONS: '3',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+    // The Kafka adapter of the run: `KAFKA_CLIENT=platformatic pnpm test` runs every spec on @platformatic/kafka.
+    KAFKA_CLIENT: process.env.KAFKA_CLIENT,
     CURSOR_SECRET: 'test-cursor-secret-0123456789',
     // Consumer groups of their own too: spec files sharing a group would rebalance against each other.
     CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,

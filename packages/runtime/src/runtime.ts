@@ -1,5 +1,5 @@
 import { hostname } from 'node:os';
-import { createKafkaBus, createPgLogBus, type MemberIdStore, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
+import { createKafkaBus, createPlatformaticKafkaBus, createPgLogBus, type MemberIdStore, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
 import { runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
@@ -54,17 +54,19 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   );
   try {
     await migrate(db, (m) => logger.info(m));
-    const bus = env.KAFKA_BROKERS
-      ? await createKafkaBus({
-          brokers: env.KAFKA_BROKERS,
-          clientId: `${env.KAFKA_CLIENT_ID}-${name}`,
-          replicationFactor: env.KAFKA_REPLICATION,
-          logger,
-          lingerMs: env.INGEST_LINGER_MS,
-          publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
-          sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
-          memberIds: memberIdStore(db, env),
-        })
+    const kafka = env.KAFKA_BROKERS && {
+      brokers: env.KAFKA_BROKERS,
+      clientId: `${env.KAFKA_CLIENT_ID}-${name}`,
+      replicationFactor: env.KAFKA_REPLICATION,
+      logger,
+      lingerMs: env.INGEST_LINGER_MS,
+      publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
+      sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
+    };
+    const bus = kafka
+      ? env.KAFKA_CLIENT === 'platformatic'
+        ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env) })
+        : await createKafkaBus({ ...kafka, memberIds: memberIdStore(db, env) })
       : await createPgLogBus({ db, logger });
     const topics = topicNames(env.TOPIC_PREFIX);
     const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
@@ -131,14 +133,24 @@ export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], log
 }
 
 /**
+ * Who this instance is across restarts, for its consumers to rejoin their groups as the members they were:
+ * KAFKA_GROUP_INSTANCE_ID, else this host and the HTTP port (two instances of a service on one host listen on
+ * different ports); none when the port is chosen by the system (PORT=0) or KAFKA_GROUP_INSTANCE_ID=none. With
+ * KAFKA_CLIENT=platformatic it is the consumers' group.instance.id (static membership).
+ */
+export function groupInstanceId(env: Env): string | undefined {
+  if (env.KAFKA_GROUP_INSTANCE_ID === 'none') return undefined;
+  return env.KAFKA_GROUP_INSTANCE_ID ?? (env.PORT !== 0 ? `${hostname()}:${env.PORT}` : undefined);
+}
+
+/**
  * Where this instance's consumer member ids are kept (table consumer_members), so that a restart after a
  * kill -9 rejoins its groups as the members it was. The instance is KAFKA_GROUP_INSTANCE_ID, else this host
  * and the HTTP port (two instances of a service on one host listen on different ports); none when the port is
  * chosen by the system (PORT=0: no stable identity) or KAFKA_GROUP_INSTANCE_ID=none, then every start joins as a new member.
  */
 export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
-  if (env.KAFKA_GROUP_INSTANCE_ID === 'none') return undefined;
-  const instance = env.KAFKA_GROUP_INSTANCE_ID ?? (env.PORT !== 0 ? `${hostname()}:${env.PORT}` : undefined);
+  const instance = groupInstanceId(env);
   if (!instance) return undefined;
   return {
     async load(groupId) {

@@ -1,0 +1,655 @@
+import {
+  Admin,
+  Consumer,
+  ConfigResourceTypes,
+  ConfigSources,
+  IncrementalAlterConfigOperationTypes,
+  MessagesStreamFallbackModes,
+  MessagesStreamModes,
+  ProduceAcks,
+  Producer,
+  type Message,
+  type MessagesStream,
+  type MessageToProduce,
+} from '@platformatic/kafka';
+import type { Logger } from '@shopstream/telemetry';
+import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
+import { createMicroBatcher } from './microBatcher.js';
+import { partitionFor } from './pglog/partitionFor.js';
+import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
+import { splitForSend } from './sendSize.js';
+import { topicLimits } from '@shopstream/contracts';
+
+export interface PlatformaticKafkaBusOptions {
+  brokers: string[];
+  clientId: string;
+  replicationFactor: number;
+  logger: Logger;
+  /** How long publish may wait for the broker before it gives up with BusUnavailableError. */
+  publishTimeoutMs?: number;
+  /** How long concurrent publishes are gathered into one send. */
+  lingerMs?: number;
+  /** As KafkaBusOptions.sessionTimeoutMs: default 8 s, heartbeats every 2.5 s. */
+  sessionTimeoutMs?: number;
+  /**
+   * Static group membership (KIP-345, group.instance.id): this instance of a service, stable across its
+   * restarts. A consumer restarted after a kill -9 takes its place in the group at once, with the partitions
+   * it had, instead of joining as a new member held until the dead one's session ran out. The id is per group,
+   * so one instance id serves every group of the process. Unset: every start joins as a new member.
+   */
+  groupInstanceId?: string;
+}
+
+type Out = Producer<string, string | Buffer, string, string>;
+
+/**
+ * Whether a failed send says the broker is away (unreachable, closed the connection, did not answer in
+ * time), as opposed to refusing these records (an unknown topic, a record too large): only the first makes
+ * publishes fail fast for a moment. @platformatic/kafka gathers the errors of its retries (MultipleErrors).
+ */
+function brokerAway(e: unknown): boolean {
+  const seen = new Set<unknown>();
+  const walk = (err: unknown, depth: number): boolean => {
+    if (!err || typeof err !== 'object' || depth > 6 || seen.has(err)) return false;
+    seen.add(err);
+    const x = err as { code?: string; message?: string; errors?: unknown[]; cause?: unknown };
+    if (x.code === 'PLT_KFK_NETWORK' || x.code === 'PLT_KFK_TIMEOUT') return true;
+    if (/ECONNREFUSED|ECONNRESET|EHOSTUNREACH|ETIMEDOUT|timed out/.test(x.message ?? '')) return true;
+    return (x.errors ?? []).some((inner) => walk(inner, depth + 1)) || walk(x.cause, depth + 1);
+  };
+  return walk(e, 0);
+}
+
+/** Whether a Kafka error, or one it gathered, has this protocol error name (apiId), e.g. GROUP_ID_NOT_FOUND. */
+function hasApiError(e: unknown, apiId: string): boolean {
+  return !!(e as { findBy?: (p: string, v: unknown) => unknown })?.findBy?.('apiId', apiId);
+}
+
+/** Closes a client and whatever streams it still has open (its close(true) overload returns no promise). */
+const forceClose = (c: { close(force: boolean, cb: (e?: Error | null) => void): void }) =>
+  new Promise<void>((resolve, reject) => c.close(true, (e) => (e ? reject(e) : resolve())));
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const toBuffer = (v: string | Buffer | undefined) => (typeof v === 'string' ? Buffer.from(v, 'utf8') : (v ?? Buffer.alloc(0)));
+
+function headersOf(h: Map<Buffer, Buffer> | Iterable<[Buffer | null, Buffer | null]>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of h) if (k) out[k.toString()] ??= v ? v.toString() : '';
+  return out;
+}
+
+/** Records queued past this, the stream of a subscription is paused until its handlers caught up to half. */
+const MAX_QUEUED_RECORDS = 10_000;
+/**
+ * At most this much of a partition's records (values and keys) per batch, and per partition per fetch: the
+ * kafkajs adapter's batches are one fetch of a partition, at most its maxBytesPerPartition, 1 MiB. A handler's
+ * transaction stays as long as there, and a consumer killed mid-stream leaves work behind as it would there.
+ */
+const MAX_BATCH_BYTES = 1024 * 1024;
+/** Partitions handled at once by one subscription, as kafkajs' partitionsConsumedConcurrently in kafka.ts. */
+const PARTITIONS_AT_ONCE = 3;
+/** Bit 5 of a record batch's attributes: a transaction marker, not a record. */
+const IS_CONTROL_BATCH = 1 << 5;
+
+/**
+ * The Bus port on @platformatic/kafka (KAFKA_CLIENT=platformatic): the same behaviour as the kafkajs adapter
+ * (kafka.ts) on a pure TypeScript client that spends about half the CPU per record. Records land on the same
+ * partitions whichever adapter wrote them (Kafka's murmur2 partitioner, partitionFor).
+ */
+export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
+  const log = opts.logger.child({ component: 'kafka', client: 'platformatic' });
+  const publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+  const base = {
+    bootstrapBrokers: opts.brokers,
+    connectTimeout: 3_000,
+    requestTimeout: publishTimeoutMs,
+    retryDelay: 100,
+  };
+  const admin = new Admin({ ...base, clientId: `${opts.clientId}-admin`, retries: 3 });
+
+  const newProducer = (): Out =>
+    new Producer({
+      ...base,
+      clientId: opts.clientId,
+      idempotent: true,
+      acks: ProduceAcks.ALL,
+      // Bounded (the client raises 0 or 1 to "forever" for an idempotent producer): a send that cannot complete
+      // fails within publishTimeoutMs, and the producer is replaced (see replaceProducer).
+      retries: 3,
+      autocreateTopics: false,
+      serializers: {
+        key: (k?: string) => (k === undefined ? undefined : Buffer.from(k, 'utf8')),
+        value: (v?: string | Buffer) => (v === undefined ? undefined : toBuffer(v)),
+        headerKey: (k?: string) => (k === undefined ? undefined : Buffer.from(k, 'utf8')),
+        headerValue: (v?: string) => (v === undefined ? undefined : Buffer.from(v, 'utf8')),
+      },
+    });
+  let producer = newProducer();
+  // After a failed or timed-out send the producer is replaced, never reused, for the reason kafka.ts gives:
+  // the client advances a partition's sequence number only for partitions that answered, so a batch the broker
+  // appended without answering would make the next one with as many records look like its duplicate.
+  const replaceProducer = () => {
+    const old = producer;
+    producer = newProducer();
+    void forceClose(old).catch(() => {});
+  };
+
+  const withTimeout = <T>(p: Promise<T>, what: string, ms = publishTimeoutMs): Promise<T> =>
+    new Promise<T>((resolve, reject) => {
+      const t = setTimeout(() => reject(new BusUnavailableError(`${what} timed out after ${ms} ms`)), ms);
+      p.then(
+        (v) => (clearTimeout(t), resolve(v)),
+        (e) => (clearTimeout(t), reject(e)),
+      );
+    });
+
+  /** Partition counts of the topics a send goes to (the producer's metadata, cached by the client). */
+  const partitionCounts = async (p: Out, topics: string[]): Promise<Map<string, number>> => {
+    const md = await p.metadata({ topics });
+    return new Map(topics.map((t) => [t, md.topics.get(t)!.partitionsCount]));
+  };
+  // partitionFor of each key, per topic and partition count: records carry few distinct keys (the shop id).
+  const known = new Map<string, number>();
+  const partitionOf = (topic: string, key: string, count: number): number => {
+    const k = `${count}\u0000${topic}\u0000${key}`;
+    let p = known.get(k);
+    if (p === undefined) {
+      p = partitionFor(key, count);
+      if (known.size >= 100_000) known.clear();
+      known.set(k, p);
+    }
+    return p;
+  };
+
+  /**
+   * One send, and again for whatever partition its answer lacks. Every message carries its partition
+   * (partitionFor: the one kafkajs' default partitioner picks), so the check of kafka.ts's sendAll needs no
+   * partitioner hook; it has not been seen to fire with this client, whose produce retries follow a moved leader.
+   */
+  const sendAll = async (byTopic: Map<string, OutgoingRecord[]>): Promise<void> => {
+    const p = producer;
+    const counts = await partitionCounts(p, [...byTopic.keys()]);
+    let pending: MessageToProduce<string, string | Buffer, string, string>[] = [];
+    for (const [topic, records] of byTopic) {
+      const count = counts.get(topic)!;
+      for (const r of records) pending.push({ topic, key: r.key, value: r.value, headers: r.headers, partition: partitionOf(topic, r.key, count) });
+    }
+    for (let attempt = 1; ; attempt++) {
+      const { offsets = [] } = await p.send({ messages: pending });
+      const answered = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
+      const missing = pending.filter((m) => !answered.has(`${m.topic}\u0000${m.partition}`));
+      if (missing.length === 0) return;
+      resentRecords.inc(missing.length);
+      log.warn({ records: missing.length, attempt }, 'Kafka answered a send without some of its partitions: sending those records again');
+      if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${missing.length} of their records' partitions`);
+      pending = missing;
+    }
+  };
+
+  const gate = createBrokerGate();
+  // One send carries every record published meanwhile, for every topic; flushes never overlap, so one send is
+  // in flight per producer (concurrent idempotent sends on one producer fail with OUT_OF_ORDER_SEQUENCE_NUMBER).
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
+    lingerMs: opts.lingerMs ?? 2,
+    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
+    maxWeight: topicLimits.sendBudgetBytes,
+    weight: (item) => item.bytes,
+    async flush(items) {
+      const byTopic = new Map<string, OutgoingRecord[]>();
+      for (const { topic, records } of items) {
+        const list = byTopic.get(topic) ?? [];
+        for (const r of records) list.push(r);
+        byTopic.set(topic, list);
+      }
+      const probe = items.some((i) => i.probe);
+      gate.check(probe);
+      const end = sendSeconds.startTimer();
+      try {
+        await withTimeout(sendAll(byTopic), 'Kafka send');
+        end({ outcome: 'ok' });
+        gate.sent();
+      } catch (e) {
+        end({ outcome: 'error' });
+        gate.failed(brokerAway(e));
+        replaceProducer();
+        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
+      } finally {
+        gate.flushed(probe);
+      }
+    },
+  });
+
+  /** Each partition's first offset still held and log end, in partition order. */
+  const partitionOffsets = async (topic: string) => {
+    const md = await admin.metadata({ topics: [topic], forceUpdate: true });
+    const count = md.topics.get(topic)!.partitionsCount;
+    const ask = (timestamp: bigint) =>
+      admin.listOffsets({ topics: [{ name: topic, partitions: Array.from({ length: count }, (_, partitionIndex) => ({ partitionIndex, timestamp })) }] });
+    const [low, high] = await Promise.all([ask(-2n), ask(-1n)]);
+    const at = (res: typeof low, p: number) => res[0].partitions.find((x) => x.partitionIndex === p)!.offset;
+    return Array.from({ length: count }, (_, partition) => ({ partition, low: at(low, partition), high: at(high, partition) }));
+  };
+
+  /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
+  const describeTopics = async (names: string[]) => {
+    const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
+    return new Map(res.map((r) => [r.resourceName, r.configs]));
+  };
+
+  /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
+  const deleteGroup = async (groupId: string): Promise<boolean> => {
+    try {
+      await admin.deleteGroups({ groups: [groupId] });
+      return true;
+    } catch (e) {
+      if (hasApiError(e, 'GROUP_ID_NOT_FOUND')) return true;
+      if (hasApiError(e, 'NON_EMPTY_GROUP')) return false;
+      throw e;
+    }
+  };
+
+  // Fetches for `read`: a consumer that never joins a group (it only sends Fetch requests to partition leaders).
+  let reader: Consumer | null = null;
+  const readTopic = async (topic: string, ro: ReadOptions): Promise<BusRecord[]> => {
+    if (ro.fromOffset !== undefined && ro.partition === undefined) throw new Error('read: fromOffset needs a partition');
+    const ends = await partitionOffsets(topic);
+    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition)) throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
+    const md = await admin.metadata({ topics: [topic] });
+    const { id: topicId, partitions } = md.topics.get(topic)!;
+    reader ??= new Consumer({ ...base, clientId: `${opts.clientId}-read`, groupId: `${opts.clientId}-read`, retries: 3 });
+    const out: BusRecord[] = [];
+    for (const e of ends) {
+      if (ro.partition !== undefined && e.partition !== ro.partition) continue;
+      let next = ro.fromOffset !== undefined && BigInt(ro.fromOffset) > e.low ? BigInt(ro.fromOffset) : e.low;
+      const records: BusRecord[] = [];
+      let progressAt = Date.now();
+      while (next < e.high && (ro.limit === undefined || records.length < ro.limit)) {
+        const res = await reader.fetch({
+          node: partitions[e.partition].leader,
+          maxWaitTime: 100,
+          topics: [{ topicId, partitions: [{ partition: e.partition, fetchOffset: next, currentLeaderEpoch: -1, lastFetchedEpoch: -1, partitionMaxBytes: 4 * 1024 * 1024 }] }],
+        });
+        const before = next;
+        for (const batch of res.responses[0]?.partitions[0]?.records ?? []) {
+          next = batch.firstOffset + BigInt(batch.lastOffsetDelta) + 1n > next ? batch.firstOffset + BigInt(batch.lastOffsetDelta) + 1n : next;
+          if (batch.attributes & IS_CONTROL_BATCH) continue;
+          for (const r of batch.records) {
+            const offset = batch.firstOffset + BigInt(r.offsetDelta);
+            if (offset < before || offset >= e.high || (ro.limit !== undefined && records.length >= ro.limit)) continue;
+            records.push({
+              topic,
+              partition: e.partition,
+              offset: offset.toString(),
+              key: r.key ? r.key.toString() : null,
+              value: r.value ?? Buffer.alloc(0),
+              headers: headersOf(r.headers),
+              timestamp: Number(batch.firstTimestamp + r.timestampDelta),
+            });
+          }
+        }
+        if (next > before) progressAt = Date.now();
+        else if (Date.now() - progressAt > 30_000) throw new BusUnavailableError(`reading ${topic}: no record arrived for 30 s`);
+      }
+      out.push(...records);
+    }
+    return out;
+  };
+
+  const subscriptions = new Set<Subscription>();
+
+  return {
+    kind: 'kafka',
+    features: { consumerGroupsSharePartitions: true },
+
+    async ensureTopics(specs: TopicSpec[]) {
+      const existing = new Set(await admin.listTopics());
+      const missing = specs.filter((s) => !existing.has(s.topic));
+      for (const s of missing) {
+        try {
+          await admin.createTopics({
+            topics: [s.topic],
+            partitions: s.partitions,
+            replicas: opts.replicationFactor,
+            configs: Object.entries(topicCreateConfig(s, opts.replicationFactor)).map(([name, value]) => ({ name, value })),
+          });
+        } catch (e) {
+          // Another process created it meanwhile: as if it had existed.
+          if (!hasApiError(e, 'TOPIC_ALREADY_EXISTS')) throw e;
+        }
+      }
+      // A new partition's leader named in the metadata may not serve it yet: ready when every partition has a
+      // leader and the new topics answer their offsets.
+      const names = specs.map((s) => s.topic);
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const ready = await admin
+          .metadata({ topics: names, forceUpdate: true })
+          .then((m) => names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0)))
+          .then(async (led) => led && (await Promise.all(missing.map((s) => partitionOffsets(s.topic))), true))
+          .catch(() => false);
+        if (ready) return;
+        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
+        await sleep(100);
+      }
+    },
+
+    async alignTopicConfigs(specs) {
+      const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
+      if (wanted.length === 0) return [];
+      const existing = new Set(await admin.listTopics());
+      const present = wanted.filter((s) => existing.has(s.topic));
+      if (present.length === 0) return [];
+      const described = await describeTopics(present.map((s) => s.topic));
+      const changes: ConfigChange[] = [];
+      for (const spec of present) {
+        const entries = described.get(spec.topic) ?? [];
+        const own = new Map(entries.filter((e) => e.configSource === ConfigSources.TOPIC_CONFIG).map((e) => [e.name, e]));
+        for (const [name, to] of Object.entries(spec.config!)) {
+          const current = own.get(name);
+          if (current?.value === to) continue;
+          const effective = current ?? entries.find((e) => e.name === name);
+          changes.push({ topic: spec.topic, name, from: effective?.value ?? null, inherited: current === undefined, to });
+        }
+      }
+      if (changes.length === 0) return [];
+      // IncrementalAlterConfigs sets only the settings named; the topic's others stay as they are.
+      const byTopic = new Map<string, ConfigChange[]>();
+      for (const c of changes) byTopic.set(c.topic, [...(byTopic.get(c.topic) ?? []), c]);
+      await admin.incrementalAlterConfigs({
+        resources: [...byTopic].map(([resourceName, cs]) => ({
+          resourceType: ConfigResourceTypes.TOPIC,
+          resourceName,
+          configs: cs.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
+        })),
+      });
+      // The broker answers before it applies the change: resolve when the values read back, as the port says.
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const now = await describeTopics([...byTopic.keys()]);
+        const pending = changes.filter((c) => !(now.get(c.topic) ?? []).some((e) => e.name === c.name && e.value === c.to && e.configSource === ConfigSources.TOPIC_CONFIG));
+        if (pending.length === 0) return changes;
+        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
+        await sleep(100);
+      }
+    },
+
+    async topicConfigs(topicNames) {
+      if (topicNames.length === 0) return {};
+      const described = await describeTopics(topicNames);
+      return Object.fromEntries(
+        topicNames.map((t) => [t, Object.fromEntries((described.get(t) ?? []).filter((e) => e.value !== null).map((e) => [e.name, e.value as string]))]),
+      );
+    },
+
+    async publish(topic, records) {
+      if (records.length === 0) return;
+      // In order: a publish too large for one send is several, one after the other.
+      for (const send of splitForSend(records)) {
+        const probe = gate.admit();
+        await batcher.add({ topic, ...send, probe });
+      }
+    },
+
+    async consume(o: ConsumeOptions): Promise<Subscription> {
+      const sub = await subscribe(o);
+      subscriptions.add(sub);
+      return {
+        async stop() {
+          subscriptions.delete(sub);
+          await sub.stop();
+        },
+      };
+    },
+
+    async lag(groupId, topicNames) {
+      const out: { topic: string; partition: number; lag: number }[] = [];
+      for (const topic of topicNames) {
+        const ends = await partitionOffsets(topic);
+        const [group] = await admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: [{ name: topic, partitionIndexes: ends.map((e) => e.partition) }] }] });
+        const committed = new Map((group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p.committedOffset]));
+        for (const e of ends) {
+          const c = committed.get(e.partition) ?? -1n;
+          const pos = c < 0n ? e.low : c;
+          out.push({ topic, partition: e.partition, lag: Math.max(0, Number(e.high - pos)) });
+        }
+      }
+      return out;
+    },
+
+    async offsets(topic) {
+      return (await partitionOffsets(topic)).map((e) => ({ partition: e.partition, low: e.low.toString(), high: e.high.toString() }));
+    },
+
+    read: (topic, ro = {}) => readTopic(topic, ro),
+
+    async deleteGroup(groupId) {
+      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
+    },
+
+    async ping() {
+      try {
+        await withTimeout(admin.metadata({ topics: [], forceUpdate: true }), 'Kafka metadata');
+        return true;
+      } catch {
+        return false;
+      }
+    },
+
+    async close() {
+      await batcher.close();
+      await Promise.all([...subscriptions].map((s) => s.stop().catch(() => {})));
+      await forceClose(producer).catch(() => {});
+      if (reader) await forceClose(reader).catch(() => {});
+      await admin.close().catch(() => {});
+    },
+  };
+
+  /**
+   * A consumer group member handing batches of records, per partition, to o.handleBatch.
+   *
+   * The client's message stream yields records one at a time; they are queued per partition and handed over
+   * as batches of at most MAX_BATCH_BYTES, in order (up to PARTITIONS_AT_ONCE partitions at once). A batch's
+   * position is committed once its handler resolved. A handler that throws gets the same batch again, from
+   * its first record, after 500 ms: the records stay queued, never committed.
+   *
+   * Each group join (the first, a rebalance, a rejoin after the broker was away) starts a new stream: the
+   * records queued from the old one are dropped, the handlers in hand finish and commit, and the new stream
+   * starts at the committed positions of the partitions now assigned. A stream that fails (its fetches ran out
+   * of retries, the broker being away) is replaced after a pause, the same way. Heartbeats are the client's
+   * own timer, apart from the handlers: BatchContext.heartbeat has nothing to do.
+   */
+  async function subscribe(o: ConsumeOptions): Promise<Subscription> {
+    const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
+    const rebalanceTimeout = Math.max(sessionTimeout, 30_000);
+    const consumer = new Consumer({
+      ...base,
+      // A JoinGroup is answered once the rebalance completes: after a member's kill -9, when its session ran
+      // out. The publish timeout would cut it off (an uncaught "Request timed out" at the first join).
+      requestTimeout: rebalanceTimeout + 5_000,
+      clientId: opts.clientId,
+      groupId: o.groupId,
+      ...(opts.groupInstanceId ? { groupInstanceId: opts.groupInstanceId } : {}),
+      sessionTimeout,
+      rebalanceTimeout,
+      heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
+      retries: 10,
+      retryDelay: 500,
+      autocommit: false,
+      maxWaitTime: 100,
+    });
+    const slog = log.child({ groupId: o.groupId });
+    // A rejoin that ran out of retries: the loop below starts a new stream, which joins again.
+    consumer.on('error', (e: Error) => {
+      slog.warn({ err: e }, 'Kafka consumer group error; joining again');
+      next();
+    });
+
+    let running = true;
+    let generation = 0;
+    let wake: () => void = () => {};
+    /** Ends the current stream's turn: a join happened, the stream failed, or stop() was called. */
+    const next = () => {
+      generation++;
+      wake();
+    };
+    consumer.on('consumer:group:join', next);
+
+    type Queue = { topic: string; partition: number; generation: number; records: BusRecord[]; busy: boolean };
+    let queues = new Map<string, Queue>();
+    let queued = 0;
+    let stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
+    const workers = new Set<Promise<void>>();
+    let slots = PARTITIONS_AT_ONCE;
+    const slotWaiters: (() => void)[] = [];
+    const acquire = async () => {
+      while (slots === 0) await new Promise<void>((r) => slotWaiters.push(r));
+      slots--;
+    };
+    const release = () => {
+      slots++;
+      slotWaiters.shift()?.();
+    };
+    const ctx = { heartbeat: async () => {}, isRunning: () => running };
+    // Shutdown steps that wait on the broker give up after 5 s, so a stop ends within the service's shutdown timeout.
+    const bounded = (p: Promise<void>, what: string) =>
+      withTimeout(p, what, 5_000).catch((e: unknown) => slog.warn({ err: e }, `${what} did not finish cleanly`));
+
+    const work = async (q: Queue) => {
+      try {
+        while (running && q.generation === generation && q.records.length > 0) {
+          await acquire();
+          try {
+            if (!running || q.generation !== generation) return;
+            let bytes = 0;
+            let n = 0;
+            while (n < q.records.length && (n === 0 || bytes + q.records[n].value.length <= MAX_BATCH_BYTES)) bytes += q.records[n++].value.length + 64;
+            const records = q.records.slice(0, n);
+            try {
+              await o.handleBatch({ topic: q.topic, partition: q.partition, records }, ctx);
+            } catch (e) {
+              slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'batch handler failed; the batch will be delivered again');
+              await sleep(500);
+              continue;
+            }
+            q.records.splice(0, records.length);
+            queued -= records.length;
+            if (stream?.isPaused() && queued < MAX_QUEUED_RECORDS / 2) stream.resume();
+            const last = BigInt(records[records.length - 1].offset);
+            await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: last + 1n, leaderEpoch: -1 }] }).catch((e: unknown) => {
+              // Handled but not committed: delivered again after the next join (at least once), not lost.
+              slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not commit a handled batch; it will be delivered again');
+            });
+          } finally {
+            release();
+          }
+        }
+      } finally {
+        q.busy = false;
+      }
+    };
+    const start = (q: Queue) => {
+      if (q.busy) return;
+      q.busy = true;
+      // On the next turn of the event loop: the rest of the fetch answer joins the batch.
+      const w = new Promise<void>((r) => setImmediate(r)).then(() => work(q));
+      workers.add(w);
+      void w.finally(() => workers.delete(w));
+    };
+    const take = (m: Message<Buffer, Buffer, Buffer, Buffer>, gen: number) => {
+      if (!running || gen !== generation) return;
+      const k = `${m.topic}\u0000${m.partition}`;
+      let q = queues.get(k);
+      if (!q) queues.set(k, (q = { topic: m.topic, partition: m.partition, generation: gen, records: [], busy: false }));
+      q.records.push({
+        topic: m.topic,
+        partition: m.partition,
+        offset: m.offset.toString(),
+        key: m.key ? m.key.toString() : null,
+        value: m.value ?? Buffer.alloc(0),
+        headers: headersOf(m.headers),
+        timestamp: Number(m.timestamp),
+      });
+      if (++queued >= MAX_QUEUED_RECORDS) stream?.pause();
+      start(q);
+    };
+
+    const openStream = () =>
+      consumer.consume({
+        topics: o.topics,
+        mode: MessagesStreamModes.COMMITTED,
+        fallbackMode: (o.fromBeginning ?? true) ? MessagesStreamFallbackModes.EARLIEST : MessagesStreamFallbackModes.LATEST,
+        autocommit: false,
+        maxWaitTime: 100,
+        maxBytesPerPartition: MAX_BATCH_BYTES,
+      });
+
+    // The first join, before consume() resolves: a consumer that cannot join fails here, as kafkajs' connect does.
+    let current = await openStream().catch(async (e: unknown) => {
+      await forceClose(consumer).catch(() => {});
+      throw e;
+    });
+    const loop = (async () => {
+      let previous: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
+      for (;;) {
+        const gen = generation;
+        const s = current;
+        stream = s;
+        previous?.close().catch(() => {});
+        previous = null;
+        let failed: unknown = null;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          // Kept for the stream's life: a stream that errs again, after its turn, must not throw unhandled.
+          s.on('error', (e) => {
+            failed ??= e;
+            resolve();
+          });
+          s.once('close', resolve);
+          s.on('data', (m: Message<Buffer, Buffer, Buffer, Buffer>) => take(m, gen));
+          if (gen !== generation || !running) resolve();
+        });
+        // This stream's turn is over: drop what it queued, let the handlers in hand finish and commit.
+        if (gen === generation) generation++;
+        s.pause();
+        queues = new Map();
+        queued = 0;
+        while (workers.size > 0) await Promise.all([...workers]);
+        stream = null;
+        if (!running) {
+          await bounded(s.close(), 'closing the consumer stream');
+          return;
+        }
+        if (failed) {
+          slog.warn({ err: failed }, 'Kafka consumer stream failed; starting another in 1 s');
+          s.destroy();
+          await sleep(1_000);
+        } else {
+          // Closed after the next one exists, so the consumer keeps its topics and does not join again for it.
+          previous = s;
+        }
+        for (;;) {
+          if (!running) {
+            await previous?.close().catch(() => {});
+            return;
+          }
+          try {
+            current = await openStream();
+            break;
+          } catch (e) {
+            slog.warn({ err: e }, 'could not start a Kafka consumer stream; trying again in 1 s');
+            await sleep(1_000);
+          }
+        }
+      }
+    })();
+
+    return {
+      async stop() {
+        running = false;
+        next();
+        await loop;
+        await bounded(forceClose(consumer), 'leaving the consumer group');
+      },
+    };
+  }
+}
