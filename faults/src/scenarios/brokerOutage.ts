@@ -5,7 +5,7 @@ import path from 'node:path';
 import { sql, type Db } from '@shopstream/db';
 import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
-import { jsonOrUndefined, serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';

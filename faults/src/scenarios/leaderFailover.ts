@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import kafkajs, { Kafka, Partitioners, logLevel } from 'kafkajs';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
-import { jsonOrUndefined, serviceEnv, startScenarioService, until, untilReady } from '../services.js';
+import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
