@@ -60,7 +60,9 @@ afterAll(async () => {
 describe('activity projector killed mid-stream', () => {
   it('every event has exactly one Activity and timeline entry, and at least one metric event with its own id', { timeout: 240_000 }, async () => {
     const shops = Array.from({ length: 4 }, () => randomUUID());
-    const contacts = shops.map((shop) => Array.from({ length: 5 }, (_, k) => ({ id: randomUUID(), email: `c${k}-${shop.slice(0, 8)}@example.com`, phone: null, remote_id: null, name: null })));
+    const contacts = shops.map((shop) =>
+      Array.from({ length: 5 }, (_, k) => ({ id: randomUUID(), email: `c${k}-${shop.slice(0, 8)}@example.com`, phone: null, remote_id: null, name: null })),
+    );
     const events: EventRecord[] = [];
     for (let i = 0; i < 3000; i++) {
       const s = i % shops.length;
@@ -76,7 +78,16 @@ describe('activity projector killed mid-stream', () => {
         received_at: new Date().toISOString(),
         remote_id: null,
         remote_platform: null,
-        metric: { metric_name: 'crash_test', value: i, additional_properties: { i }, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },
+        metric: {
+          metric_name: 'crash_test',
+          value: i,
+          additional_properties: { i },
+          context_object_id: null,
+          context_object_type: null,
+          metric_object_id: null,
+          metric_object_type: null,
+          deduping_key: null,
+        },
         contact: replayOf ? replayOf.contact : i % 3 === 0 ? null : contacts[s][i % 5],
         request_id: `req-${i}`,
       });
@@ -92,7 +103,10 @@ describe('activity projector killed mid-stream', () => {
       rt.topics.events,
       events.map((e) => eventsTopic.record(e)),
     );
-    await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) >= 500, { timeoutMs: 60_000, message: 'the first process projects some events' });
+    await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) >= 500, {
+      timeoutMs: 60_000,
+      message: 'the first process projects some events',
+    });
     one.child.kill('SIGKILL');
     expect(await one.exited).toBeNull();
     await publishing;
@@ -103,15 +117,29 @@ describe('activity projector killed mid-stream', () => {
     const two = startService(rt, 'services/activity-projector/src/main.ts');
     let leftBehind = '';
     try {
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) === ids.length, { timeoutMs: 150_000, intervalMs: 250, message: 'every activity after the restart' });
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) === ids.length, {
+        timeoutMs: 150_000,
+        intervalMs: 250,
+        message: 'every activity after the restart',
+      });
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, {
+        timeoutMs: 30_000,
+        message: 'the outbox drained',
+      });
       // A crash between a commit and its publish leaves the outbox row behind: put one back, as such a crash
       // would, for an activity whose metric event is on the log. The running process publishes it again on
       // its timer, without new traffic: the same metric event twice, same id.
       leftBehind = ids[0];
-      const copy = distinct(await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === leftBehind), 60_000)).find((r) => json(r).id === leftBehind)!;
-      await rt.db.query(sql`INSERT INTO outbox (topic, key, value, headers) VALUES (${rt.topics.metrics}, ${copy.key}, ${copy.value.toString('utf8')}, ${JSON.stringify(copy.headers)}::jsonb)`);
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, { timeoutMs: 30_000, message: 'the left-behind row published' });
+      const copy = distinct(await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === leftBehind), 60_000)).find(
+        (r) => json(r).id === leftBehind,
+      )!;
+      await rt.db.query(
+        sql`INSERT INTO outbox (topic, key, value, headers) VALUES (${rt.topics.metrics}, ${copy.key}, ${copy.value.toString('utf8')}, ${JSON.stringify(copy.headers)}::jsonb)`,
+      );
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.metrics}`)) === 0, {
+        timeoutMs: 30_000,
+        message: 'the left-behind row published',
+      });
     } finally {
       two.child.kill('SIGTERM');
       expect(await two.exited).toBe(0);
@@ -214,8 +242,15 @@ describe('flow matcher killed mid-stream', () => {
 
     const two = startService(rt, 'services/flow-matcher/src/main.ts');
     try {
-      await waitFor(async () => (await count(rt, triggers)) === expected.size, { timeoutMs: 150_000, intervalMs: 250, message: 'every trigger after the restart' });
-      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.flowTriggers} AND key = ${shop}`)) === 0, { timeoutMs: 30_000, message: 'the outbox drained' });
+      await waitFor(async () => (await count(rt, triggers)) === expected.size, {
+        timeoutMs: 150_000,
+        intervalMs: 250,
+        message: 'every trigger after the restart',
+      });
+      await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM outbox WHERE topic = ${rt.topics.flowTriggers} AND key = ${shop}`)) === 0, {
+        timeoutMs: 30_000,
+        message: 'the outbox drained',
+      });
     } finally {
       two.child.kill('SIGTERM');
       expect(await two.exited).toBe(0);
@@ -226,7 +261,14 @@ describe('flow matcher killed mid-stream', () => {
     expect(rows).toHaveLength(expected.size);
     const idOf = new Map(rows.map((r) => [`${r.flow_id}/${r.metric_event_id}`, r.id as string]));
 
-    const published = distinct(await readTopic(rt, rt.topics.flowTriggers, (rs) => new Set(rs.map((r) => `${json(r).flow_id}/${json(r).metric_event_id}`)).size >= expected.size, 60_000));
+    const published = distinct(
+      await readTopic(
+        rt,
+        rt.topics.flowTriggers,
+        (rs) => new Set(rs.map((r) => `${json(r).flow_id}/${json(r).metric_event_id}`)).size >= expected.size,
+        60_000,
+      ),
+    );
     const seen = new Set<string>();
     for (const r of published) {
       const t = json(r);

@@ -45,7 +45,16 @@ const eventRecord = (): EventRecord => {
     received_at: new Date().toISOString(),
     remote_id: null,
     remote_platform: null,
-    metric: { metric_name: 'valid', value: 1, additional_properties: {}, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },
+    metric: {
+      metric_name: 'valid',
+      value: 1,
+      additional_properties: {},
+      context_object_id: null,
+      context_object_type: null,
+      metric_object_id: null,
+      metric_object_type: null,
+      deduping_key: null,
+    },
     contact: null,
     request_id: 'r',
   };
@@ -69,9 +78,14 @@ describe('dead letters', () => {
     await rt.bus.publish(rt.topics.events, [{ key: shop, value: JSON.stringify(good), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
 
     // The valid event after the bad ones is projected, its metric event passes the bad metric record, and triggers.
-    await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM flow_triggers WHERE shop_id = ${shop} AND flow_id = ${flowId} AND metric_event_id = ${good.activity_id}`)).length === 1, {
-      message: 'the valid record after the bad ones is projected and matched',
-    });
+    await waitFor(
+      async () =>
+        (await rt.db.query(sql`SELECT 1 FROM flow_triggers WHERE shop_id = ${shop} AND flow_id = ${flowId} AND metric_event_id = ${good.activity_id}`))
+          .length === 1,
+      {
+        message: 'the valid record after the bad ones is projected and matched',
+      },
+    );
     const activities = await rt.db.query(sql`SELECT id FROM activities WHERE shop_id = ${shop}`);
     expect(activities.map((r) => r.id)).toEqual([good.activity_id]);
 
@@ -82,7 +96,9 @@ describe('dead letters', () => {
       expect(r.key).toBe(shop);
       expect(r.headers[H.dlqSourceTopic]).toBe(rt.topics.events);
       const v = r.value.toString();
-      expect(r.headers[H.dlqReason]).toMatch(v === badEvent ? /^schema: .*activity_id/ : v === nulEvent ? /^unstorable: name: Contains a NUL/ : /^invalid JSON/);
+      expect(r.headers[H.dlqReason]).toMatch(
+        v === badEvent ? /^schema: .*activity_id/ : v === nulEvent ? /^unstorable: name: Contains a NUL/ : /^invalid JSON/,
+      );
       expect(r.headers[H.shopId]).toBe(shop);
     }
     const metricsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.metrics), (rs) => rs.length >= 1);
@@ -109,7 +125,9 @@ describe('dead letters', () => {
         rt.topics.events,
         records.map((r) => ({ key: other, value: JSON.stringify(r), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: other } })),
       );
-      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE shop_id = ${other}`)).length === 2, { message: 'the two good records applied' });
+      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE shop_id = ${other}`)).length === 2, {
+        message: 'the two good records applied',
+      });
       const names = (await rt.db.query(sql`SELECT name FROM activities WHERE shop_id = ${other} ORDER BY name`)).map((r) => r.name);
       expect(names).toEqual(['first', 'third']);
       const dlqd = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => rs.some((r) => r.value.toString().includes(records[1].activity_id)));
@@ -119,7 +137,9 @@ describe('dead letters', () => {
       // And the partition goes on: a later record is applied.
       const later = { ...eventRecord(), shop_id: other, name: 'later' };
       await rt.bus.publish(rt.topics.events, [{ key: other, value: JSON.stringify(later), headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: other } }]);
-      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${later.activity_id}`)).length === 1, { message: 'a later record applied' });
+      await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${later.activity_id}`)).length === 1, {
+        message: 'a later record applied',
+      });
     } finally {
       await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dead_letters_spec_poison`);
     }

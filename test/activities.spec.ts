@@ -41,7 +41,8 @@ const get = async (path: string, headers = shop.headers) => {
 };
 /** The records at distinct log positions: a reader may be handed a batch again before its commit lands. */
 const distinct = (rs: BusRecord[]) => [...new Map(rs.map((r) => [`${r.partition}/${r.offset}`, r])).values()];
-const activityVisible = (id: string, headers = shop.headers) => waitFor(async () => ((await get(`/activities/${id}/`, headers)).status === 200 ? true : null), { message: `activity ${id}` });
+const activityVisible = (id: string, headers = shop.headers) =>
+  waitFor(async () => ((await get(`/activities/${id}/`, headers)).status === 200 ? true : null), { message: `activity ${id}` });
 
 describe('activities and timelines', () => {
   it('an event with a contact becomes an Activity that heads the contact timeline', async () => {
@@ -83,7 +84,12 @@ describe('activities and timelines', () => {
     await activityVisible(first.body.activity_id);
     // Both happened at 10:00Z; the order was sent later but the same instant: ties go by id, so compare sets,
     // then check that a newer event heads the timeline.
-    const later = await post('/events/', { name: 'Opened email', metric: { metric_name: 'opened_email' }, contact: { email }, event_time: '2026-03-02T09:00:00Z' });
+    const later = await post('/events/', {
+      name: 'Opened email',
+      metric: { metric_name: 'opened_email' },
+      contact: { email },
+      event_time: '2026-03-02T09:00:00Z',
+    });
     await activityVisible(later.body.activity_id);
     const timeline = await get(`/contacts/${contactId}/timeline/`);
     expect(timeline.status).toBe(200);
@@ -123,7 +129,9 @@ describe('activities and timelines', () => {
     expect(ids).toContain(a.body.activity_id);
     expect(ids).toContain(b.body.activity_id);
     expect(page.body.results.every((x: any) => x.contact === null)).toBe(true);
-    const onTimeline = await rt.db.query(sql`SELECT count(*)::int AS n FROM contact_timeline WHERE shop_id = ${shop.shopId} AND activity_id IN (${a.body.activity_id}, ${b.body.activity_id})`);
+    const onTimeline = await rt.db.query(
+      sql`SELECT count(*)::int AS n FROM contact_timeline WHERE shop_id = ${shop.shopId} AND activity_id IN (${a.body.activity_id}, ${b.body.activity_id})`,
+    );
     expect(onTimeline[0].n).toBe(0);
     // The other shop's workspace does not hold them.
     expect((await get('/activities/?scope=workspace', other.headers)).body.results).toEqual([]);
@@ -145,7 +153,13 @@ describe('activities and timelines', () => {
 
   it('a replay creates no second Activity, timeline entry or metric event', async () => {
     const remote = `order-${randomUUID()}`;
-    const event = { name: 'Placed order', metric: { metric_name: 'placed_order', value: 10 }, contact: { email: `r-${randomUUID()}@example.com` }, remote_id: remote, remote_platform: 'shopify' };
+    const event = {
+      name: 'Placed order',
+      metric: { metric_name: 'placed_order', value: 10 },
+      contact: { email: `r-${randomUUID()}@example.com` },
+      remote_id: remote,
+      remote_platform: 'shopify',
+    };
     const a = await post('/events/', event);
     const b = await post('/events/', { ...event, name: 'Placed order (retried)' });
     expect(b.body.activity_id).toBe(a.body.activity_id);
@@ -173,7 +187,12 @@ describe('activities and timelines', () => {
     const records = await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === e.body.activity_id));
     const r = records.find((x) => json(x).id === e.body.activity_id)!;
     expect(r.key).toBe(shop.shopId);
-    expect(r.headers).toMatchObject({ [H.contentType]: 'application/json', [H.schema]: schemas.metricEvent, [H.shopId]: shop.shopId, [H.metricName]: 'started_checkout' });
+    expect(r.headers).toMatchObject({
+      [H.contentType]: 'application/json',
+      [H.schema]: schemas.metricEvent,
+      [H.shopId]: shop.shopId,
+      [H.metricName]: 'started_checkout',
+    });
     const value = metricEventSchema.parse(json(r));
     expect(value).toMatchObject({
       id: e.body.activity_id,

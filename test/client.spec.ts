@@ -29,7 +29,12 @@ describe('on Kafka and PostgreSQL', () => {
   let server: TestServer;
   beforeAll(async () => {
     rt = await startTestRuntime({ EXPORT_RATE_LIMIT_PER_MINUTE: '2' }, 'client');
-    server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt), await startActivityProjector(rt), await startConversationProjector(rt)]);
+    server = await startTestServer(rt, [
+      await startIngestApi(rt),
+      await startQueryApi(rt),
+      await startActivityProjector(rt),
+      await startConversationProjector(rt),
+    ]);
   }, 60_000);
   afterAll(async () => {
     await server?.stop();
@@ -38,12 +43,22 @@ describe('on Kafka and PostgreSQL', () => {
   const client = async (extra: Partial<ConstructorParameters<typeof ShopstreamClient>[0]> = {}) => {
     const shop = await createTestShop(rt);
     const counted = countingFetch();
-    return { shop, calls: counted.calls, c: new ShopstreamClient({ baseUrl: server.baseUrl, apiKey: shop.key, shopId: shop.shopId, fetch: counted.fetch, ...extra }) };
+    return {
+      shop,
+      calls: counted.calls,
+      c: new ShopstreamClient({ baseUrl: server.baseUrl, apiKey: shop.key, shopId: shop.shopId, fetch: counted.fetch, ...extra }),
+    };
   };
 
   it('records an event and reads it back; a replay keeps one activity id', async () => {
     const { c } = await client();
-    const event: EventInput = { name: 'Placed order', metric: { metric_name: 'placed_order', value: 10 }, contact: { email: 'ada@example.com' }, remote_id: 'o-1', remote_platform: 'shop' };
+    const event: EventInput = {
+      name: 'Placed order',
+      metric: { metric_name: 'placed_order', value: 10 },
+      contact: { email: 'ada@example.com' },
+      remote_id: 'o-1',
+      remote_platform: 'shop',
+    };
     const first = await c.recordEvent(event);
     const again = await c.recordEvent(event);
     expect(again.activity_id).toBe(first.activity_id);
@@ -87,7 +102,10 @@ describe('on Kafka and PostgreSQL', () => {
 
   it('flows: create, list, get, update, delete', async () => {
     const { c } = await client();
-    const flow = await c.createFlow({ name: 'Big orders', trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'total', op: 'gte', value: 100 }] } });
+    const flow = await c.createFlow({
+      name: 'Big orders',
+      trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'total', op: 'gte', value: 100 }] },
+    });
     expect((await c.updateFlow(flow.id, { status: 'paused' })).status).toBe('paused');
     const listed = [];
     for await (const f of c.listFlows()) listed.push(f.id);
@@ -104,9 +122,28 @@ describe('on Kafka and PostgreSQL', () => {
     const records: ConversationRecord[] = ids.map((id, i) => ({
       type: 'conversation.upserted',
       shop_id: shop.shopId,
-      conversation: { id, agent_id: null, contact_id: null, user_id: null, created_at: at(i), updated_at: at(i), flags: [], tags: [], intent: {}, topic: {}, type: 'email' },
+      conversation: {
+        id,
+        agent_id: null,
+        contact_id: null,
+        user_id: null,
+        created_at: at(i),
+        updated_at: at(i),
+        flags: [],
+        tags: [],
+        intent: {},
+        topic: {},
+        type: 'email',
+      },
     }));
-    await rt.bus.publish(rt.topics.conversations, records.map((r) => ({ key: shop.shopId, value: JSON.stringify(r), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shop.shopId } })));
+    await rt.bus.publish(
+      rt.topics.conversations,
+      records.map((r) => ({
+        key: shop.shopId,
+        value: JSON.stringify(r),
+        headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shop.shopId },
+      })),
+    );
     const seen: string[] = [];
     await waitFor(async () => (await rt.db.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shop.shopId}`))[0].n === 3, {
       message: 'conversations projected',

@@ -2,7 +2,17 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
-import { caller, crossShopAttempts, ownEventWithForeignContact, revealsOrChanges, seedShop, snapshot, type Call, type Shop, type ShopData } from '@shopstream/testkit/crossShop';
+import {
+  caller,
+  crossShopAttempts,
+  ownEventWithForeignContact,
+  revealsOrChanges,
+  seedShop,
+  snapshot,
+  type Call,
+  type Shop,
+  type ShopData,
+} from '@shopstream/testkit/crossShop';
 
 /**
  * Cross-shop: every operation of the served OpenAPI document tried with a key of another shop, and with ids and
@@ -37,7 +47,7 @@ afterAll(async () => {
   await rt?.close();
 });
 
-it("answers 403 on every operation for a key not granted the shop, and changes nothing", async () => {
+it('answers 403 on every operation for a key not granted the shop, and changes nothing', async () => {
   const before = await snapshot(call, a, A);
   const attempts = crossShopAttempts(doc, A, b, '00000000-0000-4000-8000-000000000000', a.shopId).filter((t) => t.kind === 'foreign-key');
   expect(attempts.length).toBe(12);
@@ -65,7 +75,12 @@ it("answers 404 for another shop's ids and 400 for its cursors, under the shop's
   expect(attempts.filter((t) => t.kind === 'foreign-cursor').length).toBe(Object.keys(A.cursors).length + 1);
   for (const t of attempts) {
     const r = await call(b, t.method, t.path, t.body, t.headers);
-    expect({ kind: t.kind, op: t.op, status: r.status, code: r.body?.error?.code }).toEqual({ kind: t.kind, op: t.op, status: t.expected.status, code: t.expected.code });
+    expect({ kind: t.kind, op: t.op, status: r.status, code: r.body?.error?.code }).toEqual({
+      kind: t.kind,
+      op: t.op,
+      status: t.expected.status,
+      code: t.expected.code,
+    });
     expect(revealsOrChanges(t, r, A)).toBeUndefined();
   }
   expect(await snapshot(call, a, A)).toEqual(before);

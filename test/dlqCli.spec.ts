@@ -49,7 +49,16 @@ const eventRecord = (shop: string, name: string): EventRecord => ({
   received_at: '2026-03-01T00:00:01Z',
   remote_id: null,
   remote_platform: null,
-  metric: { metric_name: 'placed', value: 1, additional_properties: {}, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },
+  metric: {
+    metric_name: 'placed',
+    value: 1,
+    additional_properties: {},
+    context_object_id: null,
+    context_object_type: null,
+    metric_object_id: null,
+    metric_object_type: null,
+    deduping_key: null,
+  },
   contact: null,
   request_id: 'dlq-cli-spec',
 });
@@ -80,7 +89,8 @@ async function deadLetterTwo(rt: Runtime): Promise<Scenario> {
 }
 
 /** The records on a topic whose value mentions the id. */
-const recordsWith = async (rt: Runtime, topic: string, id: string): Promise<BusRecord[]> => (await rt.bus.read(topic)).filter((r) => r.value.toString().includes(id));
+const recordsWith = async (rt: Runtime, topic: string, id: string): Promise<BusRecord[]> =>
+  (await rt.bus.read(topic)).filter((r) => r.value.toString().includes(id));
 
 /** What `dlq list --json` and `dlq redrive` show for the scenario; the assertions both buses share. */
 async function listShowsBoth(env: Record<string, string | undefined>, rt: Runtime, s: Scenario, dlqName: string): Promise<(DeadLetter & { value: string })[]> {
@@ -102,7 +112,9 @@ async function listShowsBoth(env: Record<string, string | undefined>, rt: Runtim
   expect(text.stdout).toContain(`${s.dlqTopic}: 2 dead letters, 0 redriven`);
   expect(text.stdout).toMatch(/DLQ PARTITION\/OFFSET +SOURCE TOPIC\/PARTITION\/OFFSET +KEY +DEAD-LETTERED AT +REDRIVEN +REASON/);
   const line = text.stdout.split('\n').find((l) => l.includes(`${rt.topics.events}/${refused.sourcePartition}/${refused.sourceOffset} `));
-  expect(line).toMatch(new RegExp(` ${s.shop} +\\S+Z +no +refused by the database: new row for relation "activities" violates check constraint "dlq_cli_spec_blocked"$`));
+  expect(line).toMatch(
+    new RegExp(` ${s.shop} +\\S+Z +no +refused by the database: new row for relation "activities" violates check constraint "dlq_cli_spec_blocked"$`),
+  );
   expect(text.stdout).toMatch(/ no +invalid JSON: /);
   return doc.deadLetters;
 }
@@ -177,7 +189,17 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
 
     const second = await redriveBlocked(env, s.dlqTopic, '--json');
     expect(second.code, second.stderr).toBe(0);
-    expect(JSON.parse(second.stdout)).toMatchObject<Partial<RedriveReport>>({ topic: s.dlqTopic, to: rt.topics.events, total: 2, redriven: 0, alreadyRedriven: 1, notMatching: 1, resent: 0, inFlight: 0, unredrivable: 0 });
+    expect(JSON.parse(second.stdout)).toMatchObject<Partial<RedriveReport>>({
+      topic: s.dlqTopic,
+      to: rt.topics.events,
+      total: 2,
+      redriven: 0,
+      alreadyRedriven: 1,
+      notMatching: 1,
+      resent: 0,
+      inFlight: 0,
+      unredrivable: 0,
+    });
     const afterFirst = await rt.bus.offsets(rt.topics.events);
     expect(afterFirst.reduce((n, p) => n + Number(p.high), 0)).toBe(eventsEnd.reduce((n, p) => n + Number(p.high), 0) + 1);
     expect((await recordsWith(rt, rt.topics.events, s.blocked.activity_id)).filter((r) => r.headers[H.redrivenFrom])).toHaveLength(1);
@@ -195,7 +217,9 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
 
     // projections status counts the dead letters and how many of them were sent back.
     const { stdout } = await runCli(['projections', 'status', '--json'], cliEnvFull(env));
-    const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find((p) => p.projection === 'activity-projector');
+    const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find(
+      (p) => p.projection === 'activity-projector',
+    );
     expect(activity).toMatchObject({ deadLetters: 2, deadLettersRedriven: 1 });
   }, 120_000);
 });
@@ -204,7 +228,14 @@ describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a
   const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-dlq-'));
   const open = () =>
     openRuntime(
-      loadEnv({ DATA_DIR: path.join(dir, '.data'), EMBEDDED_DB: 'pglite', TOPIC_PREFIX: '', KAFKA_PARTITIONS: '3', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', CONSUMER_GROUP_PREFIX: 'embedded.' }),
+      loadEnv({
+        DATA_DIR: path.join(dir, '.data'),
+        EMBEDDED_DB: 'pglite',
+        TOPIC_PREFIX: '',
+        KAFKA_PARTITIONS: '3',
+        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+        CONSUMER_GROUP_PREFIX: 'embedded.',
+      }),
       'dlq-embedded',
     );
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -238,7 +269,10 @@ describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a
         timeoutMs: 30_000,
         message: 'the redriven event projected after the restart',
       });
-      expect((await recordsWith(rt, 'events', s.blocked.activity_id)).map((r) => r.headers[H.redrivenFrom] ?? null)).toEqual([null, expect.stringMatching(/^events\.dlq\/\d+\/\d+$/)]);
+      expect((await recordsWith(rt, 'events', s.blocked.activity_id)).map((r) => r.headers[H.redrivenFrom] ?? null)).toEqual([
+        null,
+        expect.stringMatching(/^events\.dlq\/\d+\/\d+$/),
+      ]);
     } finally {
       await server.stop();
       await rt.close();
@@ -253,7 +287,14 @@ describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
 
   it('lists and redrives while the server runs, against its data, and the live projector applies the record once', async () => {
     const rt = await openRuntime(
-      loadEnv({ DATA_DIR: path.join(dir, '.data'), EMBEDDED_DB: 'postgres', TOPIC_PREFIX: '', KAFKA_PARTITIONS: '3', LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent', CONSUMER_GROUP_PREFIX: 'embedded.' }),
+      loadEnv({
+        DATA_DIR: path.join(dir, '.data'),
+        EMBEDDED_DB: 'postgres',
+        TOPIC_PREFIX: '',
+        KAFKA_PARTITIONS: '3',
+        LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'silent',
+        CONSUMER_GROUP_PREFIX: 'embedded.',
+      }),
       'dlq-embedded-pg',
     );
     const env = cliEnv(rt);

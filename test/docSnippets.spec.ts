@@ -15,7 +15,12 @@ import { createTestShop, startTestRuntime, startTestServer, type TestServer } fr
  * fails, a curl answered with an error status included (the snippets use `curl -f`), fails the test.
  */
 const repo = path.resolve(import.meta.dirname, '..');
-const files = ['README.md', ...readdirSync(path.join(repo, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+const files = [
+  'README.md',
+  ...readdirSync(path.join(repo, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 interface Snippet {
   where: string;
@@ -78,17 +83,21 @@ it('finds the snippets, and every skipped one says why', () => {
 
 describe('each sh snippet runs against a started server', () => {
   for (const s of all) {
-    it.skipIf(s.skip !== null)(s.where, async () => {
-      // `pnpm cli ...` runs from the checkout, as the docs assume; the rest where files they write can go.
-      const cwd = /\bpnpm\b/.test(s.code) ? repo : mkdtempSync(path.join(dir, 'snippet-'));
-      const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
-        const child = execFile('sh', ['-eu', '-c', s.code], { cwd, env: { ...env, PWD: cwd }, timeout: 180_000 });
-        let out = '';
-        child.stdout!.on('data', (d) => (out += d));
-        child.stderr!.on('data', (d) => (out += d));
-        child.on('exit', (code) => resolve({ code, out }));
-      });
-      expect(result.code, `${s.where} exited ${result.code}:\n${result.out.slice(-3000)}`).toBe(0);
-    }, 200_000);
+    it.skipIf(s.skip !== null)(
+      s.where,
+      async () => {
+        // `pnpm cli ...` runs from the checkout, as the docs assume; the rest where files they write can go.
+        const cwd = /\bpnpm\b/.test(s.code) ? repo : mkdtempSync(path.join(dir, 'snippet-'));
+        const result = await new Promise<{ code: number | null; out: string }>((resolve) => {
+          const child = execFile('sh', ['-eu', '-c', s.code], { cwd, env: { ...env, PWD: cwd }, timeout: 180_000 });
+          let out = '';
+          child.stdout!.on('data', (d) => (out += d));
+          child.stderr!.on('data', (d) => (out += d));
+          child.on('exit', (code) => resolve({ code, out }));
+        });
+        expect(result.code, `${s.where} exited ${result.code}:\n${result.out.slice(-3000)}`).toBe(0);
+      },
+      200_000,
+    );
   }
 });

@@ -37,7 +37,11 @@ function conversation(over: Partial<ConversationData> & { created_at: string }):
 }
 
 /** Publishes the conversations (and messages) and waits until the read model holds them all. */
-async function seed(shop: string, conversations: ConversationData[], messages: { conversation_id: string; id: string; created_at: string; text: string }[] = []) {
+async function seed(
+  shop: string,
+  conversations: ConversationData[],
+  messages: { conversation_id: string; id: string; created_at: string; text: string }[] = [],
+) {
   const records: ConversationRecord[] = [
     ...conversations.map((c): ConversationRecord => ({ type: 'conversation.upserted', shop_id: shop, conversation: c })),
     ...messages.map(({ conversation_id, ...m }): ConversationRecord => ({ type: 'message.created', shop_id: shop, conversation_id, message: m })),
@@ -48,7 +52,9 @@ async function seed(shop: string, conversations: ConversationData[], messages: {
   await waitFor(
     async () => {
       const [c] = await rt.db.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shop} AND id = ANY(${`{${ids.join(',')}}`}::uuid[])`);
-      const [m] = await rt.db.query(sql`SELECT count(*)::int AS n FROM conversation_messages WHERE shop_id = ${shop} AND id = ANY(${`{${mids.join(',')}}`}::uuid[])`);
+      const [m] = await rt.db.query(
+        sql`SELECT count(*)::int AS n FROM conversation_messages WHERE shop_id = ${shop} AND id = ANY(${`{${mids.join(',')}}`}::uuid[])`,
+      );
       return c.n === ids.length && m.n === mids.length;
     },
     { message: `${ids.length} conversations projected`, timeoutMs: 30_000 },
@@ -56,7 +62,8 @@ async function seed(shop: string, conversations: ConversationData[], messages: {
 }
 
 /** Conversations in the export's order. */
-const ordered = (cs: ConversationData[]) => cs.slice().sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+const ordered = (cs: ConversationData[]) =>
+  cs.slice().sort((a, b) => Date.parse(a.created_at) - Date.parse(b.created_at) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
 
 type Page = { results: { id: string; [k: string]: unknown }[]; next: string | null; previous: string | null };
 
@@ -119,11 +126,15 @@ describe('GET /v2026-04/conversations/export/', () => {
     });
     const bare = conversation({ created_at: '2026-04-01T08:00:00.000123Z', type: 'sms' });
     const [m1, m2, m3] = ['00000000-0000-4000-8000-000000000001', '00000000-0000-4000-8000-000000000002', '00000000-0000-4000-8000-000000000003'];
-    await seed(shopId, [full, bare], [
-      { conversation_id: full.id, id: m3, created_at: '2026-04-01T08:10:00.000Z', text: 'third (latest)' },
-      { conversation_id: full.id, id: m2, created_at: '2026-04-01T08:02:00.000Z', text: 'second (same time, larger id)' },
-      { conversation_id: full.id, id: m1, created_at: '2026-04-01T08:02:00.000Z', text: 'first' },
-    ]);
+    await seed(
+      shopId,
+      [full, bare],
+      [
+        { conversation_id: full.id, id: m3, created_at: '2026-04-01T08:10:00.000Z', text: 'third (latest)' },
+        { conversation_id: full.id, id: m2, created_at: '2026-04-01T08:02:00.000Z', text: 'second (same time, larger id)' },
+        { conversation_id: full.id, id: m1, created_at: '2026-04-01T08:02:00.000Z', text: 'first' },
+      ],
+    );
     const body = await page(exportUrl(), headers);
     expect(body).toEqual({
       results: [
@@ -206,7 +217,11 @@ describe('GET /v2026-04/conversations/export/', () => {
     while (backward[backward.length - 1].previous) backward.push(await page(backward[backward.length - 1].previous!, headers));
     expect(backward.length).toBe(43);
     backward.reverse();
-    for (let k = 0; k < 43; k++) expect(backward[k].results.map((c) => c.id), `page ${k}`).toEqual(forward[k].results.map((c) => c.id));
+    for (let k = 0; k < 43; k++)
+      expect(
+        backward[k].results.map((c) => c.id),
+        `page ${k}`,
+      ).toEqual(forward[k].results.map((c) => c.id));
     expect(backward[0].previous).toBeNull();
     // Going forward again from a page reached backwards gives the same next page.
     expect((await page(backward[10].next!, headers)).results.map((c) => c.id)).toEqual(forward[11].results.map((c) => c.id));
@@ -341,7 +356,10 @@ describe('GET /v2026-04/conversations/export/', () => {
     const { shopId, headers } = await createTestShop(rt);
     const other = await createTestShop(rt);
     const agent = randomUUID();
-    await seed(shopId, Array.from({ length: 3 }, (_, i) => conversation({ created_at: `2026-04-0${i + 1}T00:00:00.000Z`, agent_id: agent, resolution: 'soft' })));
+    await seed(
+      shopId,
+      Array.from({ length: 3 }, (_, i) => conversation({ created_at: `2026-04-0${i + 1}T00:00:00.000Z`, agent_id: agent, resolution: 'soft' })),
+    );
     const first = await page(exportUrl({ agent_id: agent, resolution: 'soft', limit: '1' }), headers);
     const next = new URL(first.next!);
     const cursor = next.searchParams.get('cursor')!;
@@ -405,7 +423,12 @@ describe('GET /v2026-04/conversations/export/', () => {
     const lastOfFirst = ordered(before)[9];
     const key = (c: ConversationData) => [Date.parse(c.created_at), c.id] as const;
     const afterPos = (c: ConversationData) => key(c)[0] > key(lastOfFirst)[0] || (key(c)[0] === key(lastOfFirst)[0] && c.id > lastOfFirst.id);
-    expect(seen.filter((id) => !expectedOld.includes(id)).sort()).toEqual(added.filter(afterPos).map((c) => c.id).sort());
+    expect(seen.filter((id) => !expectedOld.includes(id)).sort()).toEqual(
+      added
+        .filter(afterPos)
+        .map((c) => c.id)
+        .sort(),
+    );
     expect(idsOf(await walk({ limit: '10' }, headers))).toEqual(ordered([...before, ...added]).map((c) => c.id));
   });
 
@@ -436,7 +459,12 @@ describe('GET /v2026-04/conversations/export/', () => {
     await seed(shopId, [conversation({ created_at: '2026-04-05T00:00:00.000Z' }), conversation({ created_at: '2026-04-06T00:00:00.000Z' })]);
     // A second process on the same database, configured with its public address.
     const publicRt = await startTestRuntime(
-      { DATABASE_URL: rt.env.DATABASE_URL, TOPIC_PREFIX: rt.env.TOPIC_PREFIX, EXPORT_RATE_LIMIT_PER_MINUTE: '1000000', PUBLIC_BASE_URL: 'https://api.example.test/' },
+      {
+        DATABASE_URL: rt.env.DATABASE_URL,
+        TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
+        EXPORT_RATE_LIMIT_PER_MINUTE: '1000000',
+        PUBLIC_BASE_URL: 'https://api.example.test/',
+      },
       'export-test-public',
     );
     const other = await startTestServer(publicRt, [exportService(publicRt)]);
@@ -455,7 +483,11 @@ describe('GET /v2026-04/conversations/export/', () => {
   it('reads a page in at most three statements, each an index range scan on (shop_id, ...) with no sort of conversations', async () => {
     const { shopId } = await createTestShop(rt);
     const cs = Array.from({ length: 30 }, (_, i) => conversation({ created_at: new Date(Date.parse('2026-04-07T00:00:00Z') + i * 1000).toISOString() }));
-    await seed(shopId, cs, cs.map((c) => ({ conversation_id: c.id, id: randomUUID(), created_at: c.created_at, text: 'x' })));
+    await seed(
+      shopId,
+      cs,
+      cs.map((c) => ({ conversation_id: c.id, id: randomUUID(), created_at: c.created_at, text: 'x' })),
+    );
     const o = ordered(cs);
     for (const direction of ['next', 'prev'] as const) {
       const statements: SQLQuery[] = [];
@@ -501,7 +533,11 @@ describe('GET /v2026-04/conversations/export/?updated_at__range= (incremental ex
     // First run: `<start>,` resolves its end to now (T) and keeps it on every page.
     const first = await page(exportUrl({ updated_at__range: `${firstRunStart},`, limit: '4' }), headers);
     const seen = first.results.map((c) => c.id);
-    expect(seen).toEqual(byUpdated(cs).slice(0, 4).map((c) => c.id));
+    expect(seen).toEqual(
+      byUpdated(cs)
+        .slice(0, 4)
+        .map((c) => c.id),
+    );
     // While it pages, one conversation already seen and one not yet reached are changed (resolved) after T.
     now = T + 3600_000;
     const changedSeen = { ...cs.find((c) => c.id === seen[0])!, updated_at: iso(T + 10 * 60_000), resolution: 'hard' as const };
@@ -514,7 +550,11 @@ describe('GET /v2026-04/conversations/export/?updated_at__range= (incremental ex
       seen.push(...p.results.map((c) => c.id));
     }
     // Each once, in (updated_at, id) order; the one changed ahead left the pinned window (it is the next run's).
-    expect(seen).toEqual(byUpdated(cs).filter((c) => c.id !== notYet.id).map((c) => c.id));
+    expect(seen).toEqual(
+      byUpdated(cs)
+        .filter((c) => c.id !== notYet.id)
+        .map((c) => c.id),
+    );
     // Backward from the last page gives the same pages.
     const back: string[] = [];
     let q: Page | null = p;
@@ -559,7 +599,10 @@ describe('GET /v2026-04/conversations/export/?updated_at__range= (incremental ex
   it('pins its window and order in the cursor: one made without it, or with another window, is a 400 invalid_cursor', async () => {
     const { shopId, headers } = await createTestShop(rt);
     now = T;
-    await seed(shopId, [0, 1, 2].map((i) => conversation({ created_at: iso(T - 5 * DAY + i * 1000), updated_at: iso(T - DAY + i * 1000) })));
+    await seed(
+      shopId,
+      [0, 1, 2].map((i) => conversation({ created_at: iso(T - 5 * DAY + i * 1000), updated_at: iso(T - DAY + i * 1000) })),
+    );
     const plain = await page(exportUrl({ limit: '1' }), headers);
     const withUpdated = new URL(plain.next!);
     withUpdated.searchParams.set('updated_at__range', 'relative:-7d,');
@@ -591,7 +634,12 @@ describe('GET /v2026-04/conversations/export/?updated_at__range= (incremental ex
         await tx.query(sql`SET LOCAL enable_bitmapscan = off`);
         const statements: SQLQuery[] = [];
         const capture = { query: (q: SQLQuery) => (statements.push(q), tx.query(q)) };
-        const p = await fetchExportPage(capture, { filters: { shopId, updatedAt }, direction, after: [o[15].updated_at.replace('Z', '000Z'), o[15].id], limit: 10 });
+        const p = await fetchExportPage(capture, {
+          filters: { shopId, updatedAt },
+          direction,
+          after: [o[15].updated_at.replace('Z', '000Z'), o[15].id],
+          limit: 10,
+        });
         return { p, plan: JSON.stringify((await tx.query(sql`EXPLAIN (FORMAT JSON) ${statements[0]}`))[0]['QUERY PLAN']) };
       });
       expect(r.p.conversations.map((c) => c.id)).toEqual((direction === 'next' ? o.slice(16, 26) : o.slice(5, 15)).map((c) => c.id));

@@ -41,7 +41,8 @@ const message = (shop: string, conversationId: string, id: string, createdAt: st
 async function row(shop: string, id: string) {
   const rows = await rt.db.query(sql`
     SELECT title, updated_at, last_message_at, last_message_content, status FROM conversations WHERE shop_id = ${shop} AND id = ${id}`);
-  return rows[0] as { title: string | null; updated_at: Date; last_message_at: Date | null; last_message_content: string | null; status: string | null } | undefined;
+  return rows[0] as
+    { title: string | null; updated_at: Date; last_message_at: Date | null; last_message_content: string | null; status: string | null } | undefined;
 }
 const messageIds = async (shop: string, conversationId: string) =>
   (await rt.db.query(sql`SELECT id FROM conversation_messages WHERE shop_id = ${shop} AND conversation_id = ${conversationId} ORDER BY created_at, id`)).map(
@@ -93,7 +94,9 @@ describe('conversation-projector', () => {
     ]);
     await waitFor(() => row(shop, marker), { message: 'marker conversation projected' });
     expect((await row(shop, id))?.title).toBe('newer by 1 µs');
-    const [{ updated_at }] = await rt.db.query(sql`SELECT to_char(updated_at, 'SS.US') AS updated_at FROM conversations WHERE shop_id = ${shop} AND id = ${id}`);
+    const [{ updated_at }] = await rt.db.query(
+      sql`SELECT to_char(updated_at, 'SS.US') AS updated_at FROM conversations WHERE shop_id = ${shop} AND id = ${id}`,
+    );
     expect(updated_at).toBe('00.000002');
   });
 
@@ -101,10 +104,7 @@ describe('conversation-projector', () => {
     const shop = randomUUID();
     const id = randomUUID();
     const [m1, m2, m3] = [randomUUID(), randomUUID(), randomUUID()];
-    await publish([
-      message(shop, id, m2, '2026-03-01T10:20:00.000Z', 'second'),
-      message(shop, id, m1, '2026-03-01T10:10:00.000Z', 'first'),
-    ]);
+    await publish([message(shop, id, m2, '2026-03-01T10:20:00.000Z', 'second'), message(shop, id, m1, '2026-03-01T10:10:00.000Z', 'first')]);
     await waitFor(async () => (await messageIds(shop, id)).length === 2, { message: 'early messages stored' });
     expect(await row(shop, id)).toBeUndefined();
 
@@ -186,7 +186,9 @@ describe('conversation-projector', () => {
     try {
       // One row always (an aggregate): 0 when the groups have no offsets yet.
       const offsets = async (groups: string) =>
-        (await queryRow(rt.db, sql`SELECT coalesce(sum(next_offset), 0)::int AS n FROM projection_offsets WHERE group_id LIKE ${groups}`, (r) => Number(r.n))) ?? 0;
+        (await queryRow(rt.db, sql`SELECT coalesce(sum(next_offset), 0)::int AS n FROM projection_offsets WHERE group_id LIKE ${groups}`, (r) =>
+          Number(r.n),
+        )) ?? 0;
       const total = await offsets('shopstream.%');
       await waitFor(
         async () => {

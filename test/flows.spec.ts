@@ -34,7 +34,11 @@ afterAll(async () => {
 
 type Shop = typeof a;
 const call = async (method: string, path: string, shop: Shop, body?: unknown) => {
-  const res = await fetch(path.startsWith('http') ? path : `${server.baseUrl}/v2026-04${path}`, { method, headers: shop.headers, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(path.startsWith('http') ? path : `${server.baseUrl}/v2026-04${path}`, {
+    method,
+    headers: shop.headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   return { status: res.status, body: text ? (JSON.parse(text) as any) : null, headers: res.headers };
 };
@@ -94,13 +98,25 @@ describe('flows over HTTP', () => {
       expect(r.body.error.code).toBe('validation_error');
       return r.body.error.fields;
     };
-    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'like', value: 'x' }] }))).toEqual(['trigger.property_conditions.0.op']);
-    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'gt', value: '10' }] }))).toEqual(['trigger.property_conditions.0.value']);
-    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'in', value: 'x' }] }))).toEqual(['trigger.property_conditions.0.value']);
+    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'like', value: 'x' }] }))).toEqual([
+      'trigger.property_conditions.0.op',
+    ]);
+    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'gt', value: '10' }] }))).toEqual([
+      'trigger.property_conditions.0.value',
+    ]);
+    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'in', value: 'x' }] }))).toEqual([
+      'trigger.property_conditions.0.value',
+    ]);
     expect(Object.keys(await bad({ metric_name: '  ' }))).toEqual(['trigger.metric_name']);
-    expect(Object.keys(await bad({ metric_name: 'x', contact_conditions: [{ field: 'address', op: 'exists' }] }))).toEqual(['trigger.contact_conditions.0.field']);
-    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'exists', value: 1 }] }))).toEqual(['trigger.property_conditions.0.value']);
-    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a..b', op: 'exists' }] }))).toEqual(['trigger.property_conditions.0.field']);
+    expect(Object.keys(await bad({ metric_name: 'x', contact_conditions: [{ field: 'address', op: 'exists' }] }))).toEqual([
+      'trigger.contact_conditions.0.field',
+    ]);
+    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a', op: 'exists', value: 1 }] }))).toEqual([
+      'trigger.property_conditions.0.value',
+    ]);
+    expect(Object.keys(await bad({ metric_name: 'x', property_conditions: [{ field: 'a..b', op: 'exists' }] }))).toEqual([
+      'trigger.property_conditions.0.field',
+    ]);
     const empty = await call('PATCH', `/flows/${randomUUID()}/`, a, {});
     expect(empty.status).toBe(400);
     expect((await call('GET', '/flows/?limit=abc', a)).body.error.fields).toHaveProperty('limit');
@@ -114,7 +130,8 @@ describe('flows over HTTP', () => {
       const res = await fetch(`${server.baseUrl}/v2026-04${path}`, { method, headers: own.headers, body: text });
       return { status: res.status, body: (await res.json()) as any, requestId: res.headers.get('x-request-id') };
     };
-    const trigger = (metric: string, value: string) => `{"metric_name": "${metric}", "property_conditions": [{"field": "cart.total", "op": "eq", "value": "${value}"}]}`;
+    const trigger = (metric: string, value: string) =>
+      `{"metric_name": "${metric}", "property_conditions": [{"field": "cart.total", "op": "eq", "value": "${value}"}]}`;
     const cases: [string, string][] = [
       [`{"name": "big\\u0000orders", "trigger": ${trigger('placed_order', 'x')}}`, 'name'],
       [`{"name": "big \\ud800 orders", "trigger": ${trigger('placed_order', 'x')}}`, 'name'],
@@ -124,7 +141,14 @@ describe('flows over HTTP', () => {
     for (const [body, field] of cases) {
       const r = await raw('POST', '/flows/', body);
       expect(r.status, body).toBe(400);
-      expect(r.body).toEqual({ error: { code: 'validation_error', message: expect.any(String), request_id: r.requestId, fields: { [field]: expect.stringContaining('cannot be stored') } } });
+      expect(r.body).toEqual({
+        error: {
+          code: 'validation_error',
+          message: expect.any(String),
+          request_id: r.requestId,
+          fields: { [field]: expect.stringContaining('cannot be stored') },
+        },
+      });
     }
     const created = await call('POST', '/flows/', own, { name: 'storable', trigger: { metric_name: 'placed_order' } });
     expect(created.status).toBe(201);
@@ -192,10 +216,17 @@ describe('list cursors across query-api processes', () => {
     try {
       const shop = await createTestShop(rtA);
       const on = (server: TestServer, path: string) =>
-        fetch(path.startsWith('http') ? path : `${server.baseUrl}/v2026-04${path}`, { headers: shop.headers }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+        fetch(path.startsWith('http') ? path : `${server.baseUrl}/v2026-04${path}`, { headers: shop.headers }).then(async (r) => ({
+          status: r.status,
+          body: (await r.json()) as any,
+        }));
       const ids: string[] = [];
       for (const name of ['one', 'two', 'three']) {
-        const r = await fetch(`${qa.baseUrl}/v2026-04/flows/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name, trigger: { metric_name: 'placed_order' } }) });
+        const r = await fetch(`${qa.baseUrl}/v2026-04/flows/`, {
+          method: 'POST',
+          headers: shop.headers,
+          body: JSON.stringify({ name, trigger: { metric_name: 'placed_order' } }),
+        });
         expect(r.status).toBe(201);
         ids.unshift(((await r.json()) as any).id);
       }
@@ -254,7 +285,11 @@ describe('flow matching', () => {
     const otherDomain = await order(a, 150, email('cy', 'other.example'));
     const noContact = await order(a, 150, null);
     const totalAsString = await order(a, '150', email('dee', 'vip.example'));
-    const noCart = await call('POST', '/events/', a, { name: 'Placed order', metric: { metric_name: 'placed_order' }, contact: { email: email('eve', 'vip.example') } });
+    const noCart = await call('POST', '/events/', a, {
+      name: 'Placed order',
+      metric: { metric_name: 'placed_order' },
+      contact: { email: email('eve', 'vip.example') },
+    });
     const otherMetric = await call('POST', '/events/', a, {
       name: 'Viewed',
       metric: { metric_name: 'viewed_product', additional_properties: { cart: { total: 500 } } },

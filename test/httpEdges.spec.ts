@@ -46,7 +46,9 @@ describe('what the HTTP layer refuses is answered in the error body with a reque
   });
 
   it('a known path with a method it lacks is a 405 with Allow (HEAD /v2026-04/events/ was a 404)', async () => {
-    const head = await raw(`HEAD /v2026-04/events/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${shop.key}\r\nX-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n`);
+    const head = await raw(
+      `HEAD /v2026-04/events/ HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${shop.key}\r\nX-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n`,
+    );
     expect(head.status).toBe(405);
     expect(head.headers.allow).toBe('POST');
     expect(head.headers['x-request-id']).toMatch(/\S/);
@@ -80,7 +82,10 @@ describe('requests only raw bytes can send (shared with the bad-input fault scen
       const res = await raw(c.request).catch((e: Error) => ({ status: 0, headers: {}, body: '', text: `no answer: ${e.message}` }));
       answers[c.name] = res.status;
       expect(res.status, `${c.name}: ${res.text.slice(0, 300)}`).toBeGreaterThan(0);
-      expect(problemsOf({ method: c.method, path: '', headers: {}, operation: '', tags: [] }, res).map((p) => p.message), c.name).toEqual([]);
+      expect(
+        problemsOf({ method: c.method, path: '', headers: {}, operation: '', tags: [] }, res).map((p) => p.message),
+        c.name,
+      ).toEqual([]);
     }
     expect(answers['two Authorization headers, the first bad']).toBe(401);
     expect(answers['chunked and a Content-Length']).toBe(400);
@@ -96,7 +101,11 @@ describe('deep nesting anywhere in a body is a 400, never a 500', () => {
       ['POST', '/v2026-04/events/', nested(n)],
       ['POST', '/v2026-04/events/bulk/', `{"events":[{"name":"n","metric":{"metric_name":"m","additional_properties":{"x":${nested(n)}}}}]}`],
       ['POST', '/v2026-04/flows/', `{"name":"f","trigger":{"metric_name":"m","property_conditions":[{"field":"a","op":"eq","value":${nested(n)}}]}}`],
-      ['PATCH', '/v2026-04/flows/00000000-0000-4000-8000-000000000000/', `{"trigger":{"metric_name":"m","property_conditions":[{"field":"a","op":"eq","value":${nested(n)}}]}}`],
+      [
+        'PATCH',
+        '/v2026-04/flows/00000000-0000-4000-8000-000000000000/',
+        `{"trigger":{"metric_name":"m","property_conditions":[{"field":"a","op":"eq","value":${nested(n)}}]}}`,
+      ],
     ];
     for (const [method, path, body] of bodies) {
       const res = await fetch(`${server.baseUrl}${path}`, { method, headers: shop.headers, body });
@@ -124,17 +133,28 @@ describe('times at the edges of what is stored are read back as they were accept
       ['2026-04-01T10:00:00+15:59', '2026-03-31T18:01:00.000Z'],
     ];
     for (const [sent, readBack] of cases) {
-      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: sent }) });
+      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, {
+        method: 'POST',
+        headers: shop.headers,
+        body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: sent }),
+      });
       expect(res.status, sent).toBe(202);
       const id = ((await res.json()) as any).activity_id as string;
-      const activity = await waitFor(async () => {
-        const r = await fetch(`${server.baseUrl}/v2026-04/activities/${id}/`, { headers: shop.headers });
-        return r.status === 200 ? ((await r.json()) as any) : null;
-      }, { message: `activity for ${sent}` });
+      const activity = await waitFor(
+        async () => {
+          const r = await fetch(`${server.baseUrl}/v2026-04/activities/${id}/`, { headers: shop.headers });
+          return r.status === 200 ? ((await r.json()) as any) : null;
+        },
+        { message: `activity for ${sent}` },
+      );
       expect(activity.event_time, sent).toBe(readBack);
     }
     for (const bad of ['0001-01-01T00:00:00+14:00', '9999-12-31T23:59:59-14:00', '2026-04-01T10:00:00+16:00', '2026-04-01T10:00:00-23:59']) {
-      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: bad }) });
+      const res = await fetch(`${server.baseUrl}/v2026-04/events/`, {
+        method: 'POST',
+        headers: shop.headers,
+        body: JSON.stringify({ name: 'Edge', metric: { metric_name: 'edge' }, event_time: bad }),
+      });
       expect(res.status, bad).toBe(400);
       expect(((await res.json()) as any).error.fields).toHaveProperty('event_time');
     }

@@ -4,7 +4,6 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 
-
 let rt: Runtime;
 let server: TestServer;
 
@@ -20,7 +19,11 @@ afterAll(async () => {
 /** `pnpm -s cli api-keys ...` as an operator runs it, on this test's database; never throws, returns the exit code. */
 function cli(...args: string[]): Promise<CliResult> {
   // Only the database: the command must work without Kafka, so the broker is not even given.
-  return runCli(['api-keys', ...args], { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: rt.env.DATABASE_URL!, LOG_LEVEL: 'warn' }, 60_000);
+  return runCli(
+    ['api-keys', ...args],
+    { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: rt.env.DATABASE_URL!, LOG_LEVEL: 'warn' },
+    60_000,
+  );
 }
 
 const postEvent = (secret: string, shopId: string) =>

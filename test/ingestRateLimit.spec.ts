@@ -36,7 +36,9 @@ const count = (as: Answer[], status: number) => as.filter((a) => a.status === st
 
 function expectRateLimited(a: Answer) {
   expect(a.status).toBe(429);
-  expect(a.body).toEqual({ error: { code: 'rate_limited', message: expect.stringContaining('Retry after'), request_id: a.headers.get('x-request-id'), fields: {} } });
+  expect(a.body).toEqual({
+    error: { code: 'rate_limited', message: expect.stringContaining('Retry after'), request_id: a.headers.get('x-request-id'), fields: {} },
+  });
   expect(a.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
   expect(a.headers.get('ratelimit-remaining')).toMatch(/^\d+$/);
   expect(Number(a.headers.get('ratelimit-reset'))).toBeGreaterThanOrEqual(Number(a.headers.get('retry-after')));
@@ -46,7 +48,10 @@ describe('burst of 20/s (steady 1,000/min), chunks of 5', () => {
   let base: string;
   let rt: Runtime;
   beforeAll(async () => {
-    ({ rt, server: { baseUrl: base } } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '20', INGEST_RATE_LIMIT_PER_MINUTE: '1000', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-burst'));
+    ({
+      rt,
+      server: { baseUrl: base },
+    } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '20', INGEST_RATE_LIMIT_PER_MINUTE: '1000', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-burst'));
   });
 
   it('answers 202 with the RateLimit headers, then 429 with Retry-After over the burst; another key is not affected', async () => {
@@ -87,7 +92,10 @@ describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5)
   let base: string;
   let rt: Runtime;
   beforeAll(async () => {
-    ({ rt, server: { baseUrl: base } } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '5', INGEST_RATE_LIMIT_PER_MINUTE: '10', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-shed'));
+    ({
+      rt,
+      server: { baseUrl: base },
+    } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '5', INGEST_RATE_LIMIT_PER_MINUTE: '10', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-shed'));
   });
   const shedCount = async () => {
     const text = await (await fetch(`${base}/metrics`)).text();
@@ -110,7 +118,10 @@ describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5)
     expect(shed).toBeGreaterThan(20);
     expect(shed).toBeLessThanOrEqual(refused.length);
     const text = await (await fetch(`${base}/metrics`)).text();
-    const counted = [...text.matchAll(/^shopstream_http_requests_total\{[^}]*route="\/v2026-04\/events\/(?:bulk\/)?",status="429"\} (\S+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    const counted = [...text.matchAll(/^shopstream_http_requests_total\{[^}]*route="\/v2026-04\/events\/(?:bulk\/)?",status="429"\} (\S+)$/gm)].reduce(
+      (n, m) => n + Number(m[1]),
+      0,
+    );
     expect(counted).toBeGreaterThanOrEqual(refused.length);
 
     // Not shed: another shop of the same key, a key the server does not know, a malformed shop.
@@ -132,7 +143,8 @@ describe('60/min steady only, chunks of 10, two servers on one database', () => 
 
   it('counts each event of a bulk request, and records none of a refused one', async () => {
     const a = await createTestShop(one.rt);
-    const bulk = (n: number, from: number) => post(one.server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: n }, (_, i) => event(from + i)) });
+    const bulk = (n: number, from: number) =>
+      post(one.server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: n }, (_, i) => event(from + i)) });
     const first = await bulk(50, 0);
     expect(first.status).toBe(200);
     expect(first.body.results.filter((r: any) => r.status === 'success')).toHaveLength(50);
@@ -151,7 +163,9 @@ describe('60/min steady only, chunks of 10, two servers on one database', () => 
     const answers: Answer[] = [];
     // 4 rounds of 50 requests, half to each server: 200 events at 60 a minute.
     for (let round = 0; round < 4; round++) {
-      answers.push(...(await Promise.all(Array.from({ length: 50 }, (_, i) => post((i % 2 ? two : one).server.baseUrl, k.headers, '/events/', event(round * 50 + i))))));
+      answers.push(
+        ...(await Promise.all(Array.from({ length: 50 }, (_, i) => post((i % 2 ? two : one).server.baseUrl, k.headers, '/events/', event(round * 50 + i))))),
+      );
     }
     const seconds = (Date.now() - t0) / 1000;
     expect(answers.every((x) => x.status === 202 || x.status === 429)).toBe(true);
@@ -175,7 +189,11 @@ describe('0 = off', () => {
   it('takes any number of events from one key and sends no RateLimit headers', async () => {
     const { rt, server } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0' }, 'rl-off');
     const a = await createTestShop(rt);
-    const bulks = await Promise.all(Array.from({ length: 6 }, (_, b) => post(server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: 100 }, (_, i) => event(b * 100 + i)) })));
+    const bulks = await Promise.all(
+      Array.from({ length: 6 }, (_, b) =>
+        post(server.baseUrl, a.headers, '/events/bulk/', { events: Array.from({ length: 100 }, (_, i) => event(b * 100 + i)) }),
+      ),
+    );
     const singles = await Promise.all(Array.from({ length: 100 }, (_, i) => post(server.baseUrl, a.headers, '/events/', event(1000 + i))));
     expect(bulks.map((x) => x.status)).toEqual(Array(6).fill(200));
     expect(singles.map((x) => x.status)).toEqual(Array(100).fill(202));

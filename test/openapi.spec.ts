@@ -53,7 +53,10 @@ function validatorAt(ptr: string): ValidateFunction {
 }
 function expectValid(ptr: string, value: unknown, what: string) {
   const v = validatorAt(ptr);
-  expect(v(value), `${what} against ${decodeURIComponent(ptr)}: ${ajv.errorsText(v.errors, { separator: '\n' })}\n${JSON.stringify(value)?.slice(0, 2000)}`).toBe(true);
+  expect(
+    v(value),
+    `${what} against ${decodeURIComponent(ptr)}: ${ajv.errorsText(v.errors, { separator: '\n' })}\n${JSON.stringify(value)?.slice(0, 2000)}`,
+  ).toBe(true);
 }
 function operation(method: Method, template: string): Json {
   const op = doc.paths[template]?.[method];
@@ -170,10 +173,26 @@ function mountedRoutes(router: NonNullable<StartedService['router']>, prefix = '
 }
 
 function conversation(over: Partial<ConversationData> & { created_at: string }): ConversationData {
-  return { id: randomUUID(), agent_id: null, contact_id: null, user_id: null, updated_at: over.created_at, flags: [], tags: [], intent: {}, topic: {}, type: 'email', ...over };
+  return {
+    id: randomUUID(),
+    agent_id: null,
+    contact_id: null,
+    user_id: null,
+    updated_at: over.created_at,
+    flags: [],
+    tags: [],
+    intent: {},
+    topic: {},
+    type: 'email',
+    ...over,
+  };
 }
 
-const event = (over: Json = {}) => ({ name: 'Placed order', metric: { metric_name: 'placed_order', value: 42, additional_properties: { cart: { total: 42 } } }, ...over });
+const event = (over: Json = {}) => ({
+  name: 'Placed order',
+  metric: { metric_name: 'placed_order', value: 42, additional_properties: { cart: { total: 42 } } },
+  ...over,
+});
 const big = (bytes: number) => 'x'.repeat(bytes);
 
 beforeAll(async () => {
@@ -227,9 +246,12 @@ describe('the OpenAPI document', () => {
   });
 
   it('documents 500 with the error body on every operation', () => {
-    const ops = Object.entries<Json>(doc.paths).flatMap(([path, o]) => Object.entries<Json>(o).map(([m, op]) => ({ op: `${m} ${path}`, r: op.responses['500'] })));
+    const ops = Object.entries<Json>(doc.paths).flatMap(([path, o]) =>
+      Object.entries<Json>(o).map(([m, op]) => ({ op: `${m} ${path}`, r: op.responses['500'] })),
+    );
     expect(ops.length).toBeGreaterThan(0);
-    for (const { op, r } of ops) expect({ op, schema: r?.content?.['application/json']?.schema }).toEqual({ op, schema: { $ref: '#/components/schemas/ErrorBody' } });
+    for (const { op, r } of ops)
+      expect({ op, schema: r?.content?.['application/json']?.schema }).toEqual({ op, schema: { $ref: '#/components/schemas/ErrorBody' } });
   });
 
   it('documents exactly the routes the services mount', () => {
@@ -284,10 +306,22 @@ describe('every operation, answers checked against the document', () => {
   describe('events', () => {
     it('POST /v2026-04/events/: 202 with and without a contact, 400, 413, 415', async () => {
       const t = '/v2026-04/events/';
-      const withContact = await call({ method: 'post', template: t, headers: a.headers, body: event({ contact: { email: 'ada@example.com' } }), documented: true });
+      const withContact = await call({
+        method: 'post',
+        template: t,
+        headers: a.headers,
+        body: event({ contact: { email: 'ada@example.com' } }),
+        documented: true,
+      });
       expect(withContact.status).toBe(202);
       expect(withContact.body).toEqual({ activity_id: expect.any(String), contact: { id: expect.any(String), email: 'ada@example.com' } });
-      const workspace = await call({ method: 'post', template: t, headers: a.headers, body: event({ description: 'no contact', remote_id: `o-${randomUUID()}`, remote_platform: 'shop' }), documented: true });
+      const workspace = await call({
+        method: 'post',
+        template: t,
+        headers: a.headers,
+        body: event({ description: 'no contact', remote_id: `o-${randomUUID()}`, remote_platform: 'shop' }),
+        documented: true,
+      });
       expect(workspace.status).toBe(202);
       expect(workspace.body).toEqual({ activity_id: expect.any(String) });
 
@@ -297,33 +331,75 @@ describe('every operation, answers checked against the document', () => {
       expectError(invalid, 400, 'validation_error');
       expect(Object.keys(invalid.body.error.fields)).toEqual(['metric']);
       expectError(await call({ method: 'post', template: t, headers: a.headers, raw: '{"name":' }), 400, 'invalid_json');
-      expectError(await call({ method: 'post', template: t, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: JSON.stringify(event()) }), 415, 'unsupported_media_type');
-      expectError(await call({ method: 'post', template: t, headers: a.headers, body: event({ description: big(1024 * 1024 + 1) }) }), 413, 'payload_too_large');
+      expectError(
+        await call({ method: 'post', template: t, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: JSON.stringify(event()) }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(
+        await call({ method: 'post', template: t, headers: a.headers, body: event({ description: big(1024 * 1024 + 1) }) }),
+        413,
+        'payload_too_large',
+      );
     });
 
     it('POST /v2026-04/events/bulk/: 200 with a success and an error item, 400, 413, 415', async () => {
       const t = '/v2026-04/events/bulk/';
-      const ok = await call({ method: 'post', template: t, headers: a.headers, body: { events: [event(), event({ contact: { phone: '+14155550100' } })] }, documented: true });
+      const ok = await call({
+        method: 'post',
+        template: t,
+        headers: a.headers,
+        body: { events: [event(), event({ contact: { phone: '+14155550100' } })] },
+        documented: true,
+      });
       expect(ok.status).toBe(200);
-      expect(ok.body.results.map((r: Json) => [r.index, r.status])).toEqual([[0, 'success'], [1, 'success']]);
+      expect(ok.body.results.map((r: Json) => [r.index, r.status])).toEqual([
+        [0, 'success'],
+        [1, 'success'],
+      ]);
       // One bad item fails alone: the answer still validates, with the error in its result.
       const mixed = await call({ method: 'post', template: t, headers: a.headers, body: { events: [event(), { name: 'no metric' }] } });
       expect(mixed.status).toBe(200);
-      expect(mixed.body.results.map((r: Json) => [r.index, r.status])).toEqual([[0, 'success'], [1, 'error']]);
-      expect(mixed.body.results[1].error).toMatchObject({ code: 'validation_error', request_id: mixed.headers.get('x-request-id'), fields: { metric: expect.any(String) } });
+      expect(mixed.body.results.map((r: Json) => [r.index, r.status])).toEqual([
+        [0, 'success'],
+        [1, 'error'],
+      ]);
+      expect(mixed.body.results[1].error).toMatchObject({
+        code: 'validation_error',
+        request_id: mixed.headers.get('x-request-id'),
+        fields: { metric: expect.any(String) },
+      });
 
       expectDocumentRejects(t, 'post', { events: [] });
       expectError(await call({ method: 'post', template: t, headers: a.headers, body: { events: [] } }), 400, 'validation_error');
       expectDocumentRejects(t, 'post', { events: Array.from({ length: 101 }, () => event()) });
-      expectError(await call({ method: 'post', template: t, headers: a.headers, body: { events: Array.from({ length: 101 }, () => event()) } }), 400, 'validation_error');
+      expectError(
+        await call({ method: 'post', template: t, headers: a.headers, body: { events: Array.from({ length: 101 }, () => event()) } }),
+        400,
+        'validation_error',
+      );
       expectError(await call({ method: 'post', template: t, headers: a.headers, raw: '[' }), 400, 'invalid_json');
-      expectError(await call({ method: 'post', template: t, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: '{"events":[]}' }), 415, 'unsupported_media_type');
-      expectError(await call({ method: 'post', template: t, headers: a.headers, body: { events: [event({ description: big(10 * 1024 * 1024 + 1) })] } }), 413, 'payload_too_large');
+      expectError(
+        await call({ method: 'post', template: t, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: '{"events":[]}' }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(
+        await call({ method: 'post', template: t, headers: a.headers, body: { events: [event({ description: big(10 * 1024 * 1024 + 1) })] } }),
+        413,
+        'payload_too_large',
+      );
     });
 
     it('both event endpoints answer 503 with Retry-After when Kafka cannot take the write', async () => {
       // The ingest service on a Kafka client pointed at a closed port (openRuntime cannot start there).
-      const deadBus = await createKafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'openapi-dead', replicationFactor: 1, logger: rt.logger, publishTimeoutMs: 1_000 });
+      const deadBus = await createKafkaBus({
+        brokers: ['127.0.0.1:1'],
+        clientId: 'openapi-dead',
+        replicationFactor: 1,
+        logger: rt.logger,
+        publishTimeoutMs: 1_000,
+      });
       const deadRt: Runtime = { ...rt, bus: deadBus, close: async () => {} };
       const dead = await startTestServer(deadRt, [await serviceFactories['ingest-api'](deadRt)]);
       try {
@@ -352,10 +428,23 @@ describe('every operation, answers checked against the document', () => {
       }
       const single = await call({ method: 'post', template: '/v2026-04/events/', headers: c.headers, body: event(), baseUrl: limited.baseUrl });
       expectError(single, 429, 'rate_limited');
-      const ok = await call({ method: 'post', template: '/v2026-04/events/bulk/', headers: d.headers, body: { events: [event(), event()] }, documented: true, baseUrl: limited.baseUrl });
+      const ok = await call({
+        method: 'post',
+        template: '/v2026-04/events/bulk/',
+        headers: d.headers,
+        body: { events: [event(), event()] },
+        documented: true,
+        baseUrl: limited.baseUrl,
+      });
       expect(ok.status).toBe(200);
       expect(ok.headers.get('ratelimit-remaining')).toBe('1');
-      const bulk = await call({ method: 'post', template: '/v2026-04/events/bulk/', headers: d.headers, body: { events: [event(), event()] }, baseUrl: limited.baseUrl });
+      const bulk = await call({
+        method: 'post',
+        template: '/v2026-04/events/bulk/',
+        headers: d.headers,
+        body: { events: [event(), event()] },
+        baseUrl: limited.baseUrl,
+      });
       expectError(bulk, 429, 'rate_limited');
       expect(Number(bulk.headers.get('retry-after'))).toBeGreaterThan(1);
     } finally {
@@ -365,14 +454,23 @@ describe('every operation, answers checked against the document', () => {
 
   describe('activities', () => {
     it('GET an activity, the workspace list and a contact timeline: 200 once projected, 400, 404', async () => {
-      const posted = await call({ method: 'post', template: '/v2026-04/events/', headers: a.headers, body: event({ contact: { email: 'tim@example.com', name: 'Tim' } }) });
+      const posted = await call({
+        method: 'post',
+        template: '/v2026-04/events/',
+        headers: a.headers,
+        body: event({ contact: { email: 'tim@example.com', name: 'Tim' } }),
+      });
       const workspace = await call({ method: 'post', template: '/v2026-04/events/', headers: a.headers, body: event({ name: 'Workspace thing' }) });
       const activityId: string = posted.body.activity_id;
       const contactId: string = posted.body.contact.id;
 
       const one = '/v2026-04/activities/{id}/';
-      await waitFor(async () => (await fetch(`${server.baseUrl}/v2026-04/activities/${workspace.body.activity_id}/`, { headers: a.headers })).status === 200, { message: 'activity projected' });
-      await waitFor(async () => (await fetch(`${server.baseUrl}/v2026-04/activities/${activityId}/`, { headers: a.headers })).status === 200, { message: 'activity projected' });
+      await waitFor(async () => (await fetch(`${server.baseUrl}/v2026-04/activities/${workspace.body.activity_id}/`, { headers: a.headers })).status === 200, {
+        message: 'activity projected',
+      });
+      await waitFor(async () => (await fetch(`${server.baseUrl}/v2026-04/activities/${activityId}/`, { headers: a.headers })).status === 200, {
+        message: 'activity projected',
+      });
       const got = await call({ method: 'get', template: one, path: `/v2026-04/activities/${activityId}/`, headers: a.headers, documented: true });
       expect(got.status).toBe(200);
       expect(got.body).toMatchObject({ id: activityId, name: 'Placed order', contact: { id: contactId, email: 'tim@example.com' } });
@@ -386,7 +484,14 @@ describe('every operation, answers checked against the document', () => {
       expect(page.body.results[0].contact).toBeNull();
       expect(page.body.next).toEqual(expect.any(String));
       const next = new URL(page.body.next);
-      const second = await call({ method: 'get', template: list, path: list, query: Object.fromEntries(next.searchParams), headers: a.headers, documented: true });
+      const second = await call({
+        method: 'get',
+        template: list,
+        path: list,
+        query: Object.fromEntries(next.searchParams),
+        headers: a.headers,
+        documented: true,
+      });
       expect(second.status).toBe(200);
       expect(second.body.previous).toEqual(expect.any(String));
       expectError(await call({ method: 'get', template: list, headers: a.headers }), 400, 'validation_error');
@@ -394,13 +499,19 @@ describe('every operation, answers checked against the document', () => {
 
       const timeline = '/v2026-04/contacts/{contact_id}/timeline/';
       const timelinePath = `/v2026-04/contacts/${contactId}/timeline/`;
-      await waitFor(async () => ((await (await fetch(`${server.baseUrl}${timelinePath}`, { headers: a.headers })).json()) as Json).results?.length === 1, { message: 'timeline projected' });
+      await waitFor(async () => ((await (await fetch(`${server.baseUrl}${timelinePath}`, { headers: a.headers })).json()) as Json).results?.length === 1, {
+        message: 'timeline projected',
+      });
       const tl = await call({ method: 'get', template: timeline, path: timelinePath, query: { limit: '10' }, headers: a.headers, documented: true });
       expect(tl.status).toBe(200);
       expect(tl.body.results.map((r: Json) => r.id)).toEqual([activityId]);
       expect(tl.body.next).toBeNull();
       expectError(await call({ method: 'get', template: timeline, path: timelinePath, query: { limit: '0' }, headers: a.headers }), 400, 'validation_error');
-      expectError(await call({ method: 'get', template: timeline, path: `/v2026-04/contacts/${randomUUID()}/timeline/`, headers: a.headers }), 404, 'not_found');
+      expectError(
+        await call({ method: 'get', template: timeline, path: `/v2026-04/contacts/${randomUUID()}/timeline/`, headers: a.headers }),
+        404,
+        'not_found',
+      );
     });
   });
 
@@ -410,18 +521,35 @@ describe('every operation, answers checked against the document', () => {
       const one = '/v2026-04/flows/{id}/';
       const triggers = '/v2026-04/flows/{id}/triggers/';
       const metric = `openapi_probe_${randomUUID().slice(0, 8)}`;
-      const create = { name: 'Probe', trigger: { metric_name: metric, property_conditions: [{ field: 'cart.total', op: 'gte', value: 10 }], contact_conditions: [{ field: 'email', op: 'exists' }] } };
+      const create = {
+        name: 'Probe',
+        trigger: {
+          metric_name: metric,
+          property_conditions: [{ field: 'cart.total', op: 'gte', value: 10 }],
+          contact_conditions: [{ field: 'email', op: 'exists' }],
+        },
+      };
       const created = await call({ method: 'post', template: col, headers: a.headers, body: create, documented: true });
       expect(created.status).toBe(201);
       const id: string = created.body.id;
       expect(created.headers.get('location')).toBe(`/v2026-04/flows/${id}/`);
-      const other = await call({ method: 'post', template: col, headers: a.headers, body: { name: 'To delete', status: 'paused', trigger: { metric_name: 'x' } }, documented: true });
+      const other = await call({
+        method: 'post',
+        template: col,
+        headers: a.headers,
+        body: { name: 'To delete', status: 'paused', trigger: { metric_name: 'x' } },
+        documented: true,
+      });
       expect(other.status).toBe(201);
 
       expectDocumentRejects(col, 'post', { name: 'No trigger' });
       expectError(await call({ method: 'post', template: col, headers: a.headers, body: { name: 'No trigger' } }), 400, 'validation_error');
       expectError(await call({ method: 'post', template: col, headers: a.headers, raw: '{' }), 400, 'invalid_json');
-      expectError(await call({ method: 'post', template: col, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: JSON.stringify(create) }), 415, 'unsupported_media_type');
+      expectError(
+        await call({ method: 'post', template: col, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: JSON.stringify(create) }),
+        415,
+        'unsupported_media_type',
+      );
       expectError(await call({ method: 'post', template: col, headers: a.headers, body: { ...create, name: big(300 * 1024) } }), 413, 'payload_too_large');
 
       const list = await call({ method: 'get', template: col, query: { status: 'active', limit: '5' }, headers: a.headers, documented: true });
@@ -439,14 +567,39 @@ describe('every operation, answers checked against the document', () => {
       expectError(await call({ method: 'get', template: one, path: `/v2026-04/flows/${randomUUID()}/`, headers: a.headers }), 404, 'not_found');
       expectError(await call({ method: 'get', template: one, path: '/v2026-04/flows/not-an-id/', headers: a.headers }), 404, 'not_found');
 
-      const patched = await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: a.headers, body: { name: 'Probe (renamed)' }, documented: true });
+      const patched = await call({
+        method: 'patch',
+        template: one,
+        path: `/v2026-04/flows/${id}/`,
+        headers: a.headers,
+        body: { name: 'Probe (renamed)' },
+        documented: true,
+      });
       expect(patched.status).toBe(200);
       expect(patched.body).toMatchObject({ id, name: 'Probe (renamed)', status: 'active' });
       expectError(await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: a.headers, body: {} }), 400, 'validation_error');
       expectError(await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: a.headers, raw: 'nope' }), 400, 'invalid_json');
-      expectError(await call({ method: 'patch', template: one, path: `/v2026-04/flows/${randomUUID()}/`, headers: a.headers, body: { status: 'paused' } }), 404, 'not_found');
-      expectError(await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: '{"status":"paused"}' }), 415, 'unsupported_media_type');
-      expectError(await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: a.headers, body: { name: big(300 * 1024) } }), 413, 'payload_too_large');
+      expectError(
+        await call({ method: 'patch', template: one, path: `/v2026-04/flows/${randomUUID()}/`, headers: a.headers, body: { status: 'paused' } }),
+        404,
+        'not_found',
+      );
+      expectError(
+        await call({
+          method: 'patch',
+          template: one,
+          path: `/v2026-04/flows/${id}/`,
+          headers: { ...a.headers, 'content-type': 'text/plain' },
+          raw: '{"status":"paused"}',
+        }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(
+        await call({ method: 'patch', template: one, path: `/v2026-04/flows/${id}/`, headers: a.headers, body: { name: big(300 * 1024) } }),
+        413,
+        'payload_too_large',
+      );
 
       // A matching event, re-sent until the matcher has loaded the new flow and recorded a trigger.
       const triggersPath = `/v2026-04/flows/${id}/triggers/`;
@@ -455,7 +608,11 @@ describe('every operation, answers checked against the document', () => {
           const posted = await fetch(`${server.baseUrl}/v2026-04/events/`, {
             method: 'POST',
             headers: a.headers,
-            body: JSON.stringify({ name: 'Probe', metric: { metric_name: metric, additional_properties: { cart: { total: 11 } } }, contact: { email: 'probe@example.com' } }),
+            body: JSON.stringify({
+              name: 'Probe',
+              metric: { metric_name: metric, additional_properties: { cart: { total: 11 } } },
+              contact: { email: 'probe@example.com' },
+            }),
           });
           expect(posted.status).toBe(202);
           const r = await fetch(`${server.baseUrl}${triggersPath}`, { headers: a.headers });
@@ -481,14 +638,22 @@ describe('every operation, answers checked against the document', () => {
     const t = '/v2026-04/conversations/export/';
 
     /** Conversations through the real path: records on the conversations topic, the projector's read model. */
-    async function seed(shopId: string, conversations: ConversationData[], messages: { conversation_id: string; id: string; created_at: string; text: string }[]) {
+    async function seed(
+      shopId: string,
+      conversations: ConversationData[],
+      messages: { conversation_id: string; id: string; created_at: string; text: string }[],
+    ) {
       const records: ConversationRecord[] = [
         ...conversations.map((c): ConversationRecord => ({ type: 'conversation.upserted', shop_id: shopId, conversation: c })),
         ...messages.map(({ conversation_id, ...m }): ConversationRecord => ({ type: 'message.created', shop_id: shopId, conversation_id, message: m })),
       ];
       await rt.bus.publish(
         rt.topics.conversations,
-        records.map((r) => ({ key: shopId, value: JSON.stringify(r), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shopId } })),
+        records.map((r) => ({
+          key: shopId,
+          value: JSON.stringify(r),
+          headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shopId },
+        })),
       );
       await waitFor(
         async () => {
@@ -519,11 +684,23 @@ describe('every operation, answers checked against the document', () => {
       const bare = conversation({ created_at: '2026-04-02T08:00:00.000123Z', type: 'sms' });
       await seed(a.shopId, [full, bare], [{ conversation_id: full.id, id: randomUUID(), created_at: '2026-04-01T08:10:00.000Z', text: 'hello' }]);
 
-      const first = await call({ method: 'get', template: t, query: { limit: '1', created_at__range: '2026-03-20T00:00:00Z,2026-04-10T00:00:00Z' }, headers: a.headers, documented: true });
+      const first = await call({
+        method: 'get',
+        template: t,
+        query: { limit: '1', created_at__range: '2026-03-20T00:00:00Z,2026-04-10T00:00:00Z' },
+        headers: a.headers,
+        documented: true,
+      });
       expect(first.status).toBe(200);
       expect(first.body.results.map((c: Json) => c.id)).toEqual([full.id]);
       expect(first.body.results[0].messages.map((m: Json) => m.text)).toEqual(['hello']);
-      const second = await call({ method: 'get', template: t, query: Object.fromEntries(new URL(first.body.next).searchParams), headers: a.headers, documented: true });
+      const second = await call({
+        method: 'get',
+        template: t,
+        query: Object.fromEntries(new URL(first.body.next).searchParams),
+        headers: a.headers,
+        documented: true,
+      });
       expect(second.status).toBe(200);
       expect(second.body.results.map((c: Json) => c.id)).toEqual([bare.id]);
       expect(second.body.next).toBeNull();
@@ -531,7 +708,13 @@ describe('every operation, answers checked against the document', () => {
       expect(second.headers.get('ratelimit-remaining')).toBe(String(EXPORT_LIMIT - 2));
 
       // The server takes uuids in any case; so must the document (zod drops a regex's `i` flag).
-      const upper = await call({ method: 'get', template: t, query: { agent_id: full.agent_id!.toUpperCase(), contact_id__in: full.contact_id!.toUpperCase() }, headers: a.headers, documented: true });
+      const upper = await call({
+        method: 'get',
+        template: t,
+        query: { agent_id: full.agent_id!.toUpperCase(), contact_id__in: full.contact_id!.toUpperCase() },
+        headers: a.headers,
+        documented: true,
+      });
       expect(upper.body.results.map((c: Json) => c.id)).toEqual([full.id]);
 
       const badLimit = await call({ method: 'get', template: t, query: { limit: '0' }, headers: a.headers });
@@ -565,7 +748,9 @@ describe('an unexpected failure', () => {
 
 describe('coverage', () => {
   it('reached every documented operation and every status it documents', () => {
-    const documented = Object.entries<Json>(doc.paths).flatMap(([path, ops]) => Object.entries<Json>(ops).map(([m, op]) => [`${m} ${path}`, Object.keys(op.responses).map(Number)] as const));
+    const documented = Object.entries<Json>(doc.paths).flatMap(([path, ops]) =>
+      Object.entries<Json>(ops).map(([m, op]) => [`${m} ${path}`, Object.keys(op.responses).map(Number)] as const),
+    );
     expect([...reached.keys()].sort()).toEqual(documented.map(([k]) => k).sort());
     for (const [key, statuses] of documented) {
       // 500 is reached on one operation only (above); the others share its handler.

@@ -37,10 +37,15 @@ afterAll(async () => {
 
 it('passes redocly lint (recommended rules, redocly.yaml) with no error and no warning', async () => {
   const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' };
-  const out = await run(bin('redocly'), ['lint', docFile, '--config', path.join(repo, 'redocly.yaml'), '--format', 'json'], { env, cwd: dir, timeout: 120_000 }).catch(
-    (e: { stdout?: string; stderr?: string }) => ({ stdout: e.stdout ?? '', stderr: e.stderr ?? '' }),
-  );
-  const report = JSON.parse(out.stdout.slice(out.stdout.indexOf('{'))) as { totals: { errors: number; warnings: number }; problems: { ruleId: string; message: string }[] };
+  const out = await run(bin('redocly'), ['lint', docFile, '--config', path.join(repo, 'redocly.yaml'), '--format', 'json'], {
+    env,
+    cwd: dir,
+    timeout: 120_000,
+  }).catch((e: { stdout?: string; stderr?: string }) => ({ stdout: e.stdout ?? '', stderr: e.stderr ?? '' }));
+  const report = JSON.parse(out.stdout.slice(out.stdout.indexOf('{'))) as {
+    totals: { errors: number; warnings: number };
+    problems: { ruleId: string; message: string }[];
+  };
   expect(report.problems.map((p) => `${p.ruleId}: ${p.message}`)).toEqual([]);
   expect(report.totals).toMatchObject({ errors: 0, warnings: 0 });
 }, 120_000);
@@ -72,9 +77,25 @@ export const operationIds: (keyof operations)[] = [
 `,
   );
   const tsc = path.join(repo, 'node_modules/.bin/tsc');
-  const result = await run(tsc, ['--strict', '--noEmit', '--module', 'nodenext', '--moduleResolution', 'nodenext', '--target', 'es2022', '--skipLibCheck', 'false', path.join(dir, 'client.ts')], {
-    cwd: dir,
-    timeout: 120_000,
-  }).catch((e: { stdout?: string; code?: number }) => ({ stdout: e.stdout ?? '', code: e.code }));
+  const result = await run(
+    tsc,
+    [
+      '--strict',
+      '--noEmit',
+      '--module',
+      'nodenext',
+      '--moduleResolution',
+      'nodenext',
+      '--target',
+      'es2022',
+      '--skipLibCheck',
+      'false',
+      path.join(dir, 'client.ts'),
+    ],
+    {
+      cwd: dir,
+      timeout: 120_000,
+    },
+  ).catch((e: { stdout?: string; code?: number }) => ({ stdout: e.stdout ?? '', code: e.code }));
   expect(result.stdout).toBe('');
 }, 120_000);

@@ -25,7 +25,10 @@ it('opens on an outage (every query refused as unavailable, none queued) and clo
   owner = undefined;
   // The first query may learn of the outage itself (a connection refused) or find the breaker already open
   // (the pooled connection's error); either way it is refused as unavailable, and so is every one after it.
-  const first = await db.query(sql`SELECT 1`).then(() => 'answered', (e: unknown) => e);
+  const first = await db.query(sql`SELECT 1`).then(
+    () => 'answered',
+    (e: unknown) => e,
+  );
   expect(first).not.toBe('answered');
   // Still refused before the pool well after that first failure: the breaker stays open until its probe
   // connects, not for a fixed window after which requests would queue behind the pool's attempts again.

@@ -26,9 +26,16 @@ afterAll(async () => {
 it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking contactless events from known keys, and recovers', async () => {
   owner = await pg.start();
   // A key cache of 200 ms: the outage outlasts it, so the key must come from the cache kept through the outage.
-  rt = await startTestRuntime({ DATABASE_URL: pg.url, API_KEY_CACHE_TTL_MS: '200',
-    // The per-key ingest limit on, at its defaults: it leases from Postgres and must fail open without it.
-    INGEST_RATE_LIMIT_PER_SECOND: '350', INGEST_RATE_LIMIT_PER_MINUTE: '3500' }, 'pg-outage');
+  rt = await startTestRuntime(
+    {
+      DATABASE_URL: pg.url,
+      API_KEY_CACHE_TTL_MS: '200',
+      // The per-key ingest limit on, at its defaults: it leases from Postgres and must fail open without it.
+      INGEST_RATE_LIMIT_PER_SECOND: '350',
+      INGEST_RATE_LIMIT_PER_MINUTE: '3500',
+    },
+    'pg-outage',
+  );
   server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
   const shop = await createTestShop(rt);
   const call = async (method: string, p: string, body?: unknown, headers = shop.headers) => {
@@ -68,7 +75,10 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   expect(ready.body.checks).toMatchObject({ database: false, bus: true });
 
   owner = await pg.start();
-  await waitFor(async () => (await call('POST', '/v2026-04/events/', withContact)).status === 202, { timeoutMs: 30_000, message: 'ingest with a contact after the database came back' });
+  await waitFor(async () => (await call('POST', '/v2026-04/events/', withContact)).status === 202, {
+    timeoutMs: 30_000,
+    message: 'ingest with a contact after the database came back',
+  });
   expect((await call('GET', '/readyz')).status).toBe(200);
   expect((await call('GET', '/v2026-04/flows/')).status).toBe(200);
   expect((await call('GET', '/v2026-04/flows/', undefined, { ...shop.headers, authorization: 'Bearer ssk_not-a-key' })).status).toBe(401);

@@ -34,7 +34,15 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
 
   const defs = () => [activityProjection, flowMatcherProjection(rt.env.FLOW_REFRESH_MS), conversationProjection] as ProjectionDefinition<unknown>[];
   const rebuild = (def: ProjectionDefinition<unknown>, onProgress?: (p: RebuildProgress) => void) =>
-    rebuildProjection(def, { bus: rt.bus, db: rt.db, logger: rt.logger, topics: rt.topics, groupPrefix: rt.env.CONSUMER_GROUP_PREFIX, onProgress, progressIntervalMs: 100 });
+    rebuildProjection(def, {
+      bus: rt.bus,
+      db: rt.db,
+      logger: rt.logger,
+      topics: rt.topics,
+      groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+      onProgress,
+      progressIntervalMs: 100,
+    });
 
   const post = async (path: string, body: unknown) => {
     const res = await fetch(`${server.baseUrl}/v2026-04${path}`, { method: 'POST', headers: shop.headers, body: JSON.stringify(body) });
@@ -78,7 +86,23 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
       const id = randomUUID();
       const at = new Date(Date.UTC(2026, 0, 2, 0, i)).toISOString();
       return [
-        { type: 'conversation.upserted', shop_id: shop.shopId, conversation: { id, agent_id: null, contact_id: null, user_id: null, created_at: at, updated_at: at, flags: [], tags: ['t'], intent: {}, topic: {}, type: 'web_chat' } },
+        {
+          type: 'conversation.upserted',
+          shop_id: shop.shopId,
+          conversation: {
+            id,
+            agent_id: null,
+            contact_id: null,
+            user_id: null,
+            created_at: at,
+            updated_at: at,
+            flags: [],
+            tags: ['t'],
+            intent: {},
+            topic: {},
+            type: 'web_chat',
+          },
+        },
         { type: 'message.created', shop_id: shop.shopId, conversation_id: id, message: { id: randomUUID(), created_at: at, text: `hello ${i}` } },
       ] as ConversationRecord[];
     }).flat();
@@ -96,7 +120,9 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     await waitFor(
       async () => {
         const ends = await rt.bus.offsets(rt.topics.metrics);
-        const at = await rt.db.query(sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${`${rt.env.CONSUMER_GROUP_PREFIX}flow-matcher`}`);
+        const at = await rt.db.query(
+          sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${`${rt.env.CONSUMER_GROUP_PREFIX}flow-matcher`}`,
+        );
         const next = new Map(at.map((r) => [Number(r.partition), String(r.next_offset)]));
         return ends.every((p) => p.high === '0' || next.get(p.partition) === p.high) && (await rt.db.query(sql`SELECT 1 FROM outbox LIMIT 1`)).length === 0;
       },
@@ -121,7 +147,11 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     server = await startTestServer(rt, services);
 
     beforePause = new Set(await sendEvents(1_000, 'first')).size;
-    const paused = await fetch(`${server.baseUrl}/v2026-04/flows/${pausedFlowId}/`, { method: 'PATCH', headers: shop.headers, body: JSON.stringify({ status: 'paused' }) });
+    const paused = await fetch(`${server.baseUrl}/v2026-04/flows/${pausedFlowId}/`, {
+      method: 'PATCH',
+      headers: shop.headers,
+      body: JSON.stringify({ status: 'paused' }),
+    });
     expect(paused.status).toBe(200);
     await sendEvents(1_000, 'second');
     // A dead letter among them: the live projector sends it to events.dlq, a rebuild skips it.
@@ -130,7 +160,11 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     conversationCount = 150;
     await rt.bus.publish(
       rt.topics.conversations,
-      conversations.map((r) => ({ key: r.shop_id, value: JSON.stringify(r), headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id } })),
+      conversations.map((r) => ({
+        key: r.shop_id,
+        value: JSON.stringify(r),
+        headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id },
+      })),
     );
     await allProjected();
     const pausedTriggers = await rt.db.query(sql`SELECT count(*)::int AS n FROM flow_triggers WHERE flow_id = ${pausedFlowId}`);
@@ -149,7 +183,11 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     const loop = (async () => {
       let lastExport = 0;
       for (let i = 0; running; i++) {
-        const urls = [`/activities/${ids[i % ids.length]}/`, `/contacts/${contacts[i % contacts.length]}/timeline/?limit=5`, `/flows/${flowId}/triggers/?limit=5`];
+        const urls = [
+          `/activities/${ids[i % ids.length]}/`,
+          `/contacts/${contacts[i % contacts.length]}/timeline/?limit=5`,
+          `/flows/${flowId}/triggers/?limit=5`,
+        ];
         // The export is rate limited (60 a minute): once every 2 s.
         if (Date.now() - lastExport > 2_000) {
           urls.push('/conversations/export/?created_at__range=2026-01-01T00:00:00Z,2026-01-20T00:00:00Z&limit=10');
@@ -208,7 +246,11 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     const accepted: string[] = [];
     const producer = (async () => {
       for (let i = 0; sending; i++) {
-        const res = await post('/events/', { name: `During ${i}`, metric: { metric_name: 'placed_order', value: i, additional_properties: { total: 75 } }, ...(i % 2 ? { contact: { email: `during-${i % 5}@example.com` } } : {}) });
+        const res = await post('/events/', {
+          name: `During ${i}`,
+          metric: { metric_name: 'placed_order', value: i, additional_properties: { total: 75 } },
+          ...(i % 2 ? { contact: { email: `during-${i % 5}@example.com` } } : {}),
+        });
         expect(res.status).toBe(202);
         accepted.push(res.body.activity_id);
         activityIds.add(res.body.activity_id);

@@ -26,7 +26,12 @@ const status = async (): Promise<ProjectionStatus[]> => {
 beforeAll(async () => {
   rt = await startTestRuntime({}, 'projections-cli');
   shop = await createTestShop(rt);
-  server = await startTestServer(rt, [await startIngestApi(rt), await startActivityProjector(rt), await startFlowMatcher(rt), await startConversationProjector(rt)]);
+  server = await startTestServer(rt, [
+    await startIngestApi(rt),
+    await startActivityProjector(rt),
+    await startFlowMatcher(rt),
+    await startConversationProjector(rt),
+  ]);
   for (let i = 0; i < 3; i++) {
     const events = Array.from({ length: 100 }, (_, j) => ({ name: `Viewed ${i}-${j}`, metric: { metric_name: 'viewed', deduping_key: `${i}-${j}` } }));
     const res = await fetch(`${server.baseUrl}/v2026-04/events/bulk/`, { method: 'POST', headers: shop.headers, body: JSON.stringify({ events }) });
@@ -77,7 +82,9 @@ describe('pnpm cli projections', () => {
     const before = await rt.db.query(sql`SELECT md5(string_agg(t::text, '|' ORDER BY t::text)) AS sum FROM activities t`);
     const r = await cli('rebuild', 'activity-projector', '--yes');
     expect(r.code).toBe(0);
-    expect(r.stdout).toMatch(/^Rebuilt activity-projector: 300 records applied in [\d.]+ s, 1 unusable records skipped \(dead-lettered before\); reads and the live projector use the new tables\.$/m);
+    expect(r.stdout).toMatch(
+      /^Rebuilt activity-projector: 300 records applied in [\d.]+ s, 1 unusable records skipped \(dead-lettered before\); reads and the live projector use the new tables\.$/m,
+    );
     const lines = r.stderr.trim().split('\n');
     expect(lines[0]).toMatch(/^rebuild activity-projector: [\d,]+ records applied \([\d,]+\/s\), [\d,]+ behind the live projection, ETA /);
     expect(lines.at(-1)).toMatch(/^rebuild activity-projector: 300 records applied \([\d,]+\/s\): switched$/);
@@ -85,6 +92,8 @@ describe('pnpm cli projections', () => {
     const after = (await status())[0];
     expect(after.rebuild).toMatchObject({ status: 'switched', applied: 300, running: false, error: null });
     const text = await cli('status');
-    expect(text.stdout).toMatch(/activity-projector v\d+ {2}group .*\n {2}reads .* -> activities, contact_timeline; emits .*metrics\n {2}lag 0, last applied \S+, dead letters 1, last rebuild switched at \S+ \(300 records\)/);
+    expect(text.stdout).toMatch(
+      /activity-projector v\d+ {2}group .*\n {2}reads .* -> activities, contact_timeline; emits .*metrics\n {2}lag 0, last applied \S+, dead letters 1, last rebuild switched at \S+ \(300 records\)/,
+    );
   });
 });

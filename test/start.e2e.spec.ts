@@ -91,7 +91,19 @@ function conversationLines(shop: string, n: number): { file: string; ids: string
       JSON.stringify({
         type: 'conversation.upserted',
         shop_id: shop,
-        conversation: { id, agent_id: null, contact_id: null, user_id: null, created_at: created, updated_at: created, flags: [], tags: ['e2e'], intent: {}, topic: {}, type: 'email' },
+        conversation: {
+          id,
+          agent_id: null,
+          contact_id: null,
+          user_id: null,
+          created_at: created,
+          updated_at: created,
+          flags: [],
+          tags: ['e2e'],
+          intent: {},
+          topic: {},
+          type: 'email',
+        },
       }),
       JSON.stringify({ type: 'message.created', shop_id: shop, conversation_id: id, message: { id: randomUUID(), created_at: created, text: `hello ${i}` } }),
     );
@@ -110,28 +122,46 @@ async function eventsFlowAndTimeline(base: string, call: ReturnType<typeof api>)
   });
   expect(flow.status).toBe(201);
   // The matcher reloads flows every FLOW_REFRESH_MS; its gauge says when this one is in its index.
-  await waitFor(async () => {
-    const text = await (await fetch(`${base}/metrics`)).text();
-    return Number(/^shopstream_flow_matcher_active_flows (\d+)/m.exec(text)?.[1] ?? 0) >= 1;
-  }, { timeoutMs: 15_000, message: 'the flow in the matcher index' });
+  await waitFor(
+    async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      return Number(/^shopstream_flow_matcher_active_flows (\d+)/m.exec(text)?.[1] ?? 0) >= 1;
+    },
+    { timeoutMs: 15_000, message: 'the flow in the matcher index' },
+  );
   const email = `e2e-${randomUUID()}@example.com`;
-  const ev = await call('POST', '/events/', { name: 'Placed order', metric: { metric_name: 'placed_order', value: 150, additional_properties: { total: 150 } }, contact: { email } });
+  const ev = await call('POST', '/events/', {
+    name: 'Placed order',
+    metric: { metric_name: 'placed_order', value: 150, additional_properties: { total: 150 } },
+    contact: { email },
+  });
   expect(ev.status).toBe(202);
   expect(ev.body.contact.email).toBe(email);
-  const activity = await waitFor(async () => {
-    const r = await call('GET', `/activities/${ev.body.activity_id}/`);
-    return r.status === 200 ? r.body : undefined;
-  }, { timeoutMs: 30_000, message: 'the activity' });
+  const activity = await waitFor(
+    async () => {
+      const r = await call('GET', `/activities/${ev.body.activity_id}/`);
+      return r.status === 200 ? r.body : undefined;
+    },
+    { timeoutMs: 30_000, message: 'the activity' },
+  );
   expect(activity).toMatchObject({ id: ev.body.activity_id, name: 'Placed order', contact: { id: ev.body.contact.id, email } });
   const timeline = await call('GET', `/contacts/${ev.body.contact.id}/timeline/`);
   expect(timeline.status).toBe(200);
   expect(timeline.body.results.map((a: { id: string }) => a.id)).toEqual([ev.body.activity_id]);
-  const triggers = await waitFor(async () => {
-    const r = await call('GET', `/flows/${flow.body.id}/triggers/`);
-    return r.body.results?.length > 0 ? r.body.results : undefined;
-  }, { timeoutMs: 30_000, message: 'the flow trigger' });
+  const triggers = await waitFor(
+    async () => {
+      const r = await call('GET', `/flows/${flow.body.id}/triggers/`);
+      return r.body.results?.length > 0 ? r.body.results : undefined;
+    },
+    { timeoutMs: 30_000, message: 'the flow trigger' },
+  );
   expect(triggers).toHaveLength(1);
-  expect(triggers[0]).toMatchObject({ flow_id: flow.body.id, activity_id: ev.body.activity_id, metric_event_id: ev.body.activity_id, contact_id: ev.body.contact.id });
+  expect(triggers[0]).toMatchObject({
+    flow_id: flow.body.id,
+    activity_id: ev.body.activity_id,
+    metric_event_id: ev.body.activity_id,
+    contact_id: ev.body.contact.id,
+  });
   return { activityId: ev.body.activity_id as string, contactId: ev.body.contact.id as string };
 }
 
@@ -174,17 +204,23 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       const { file, ids } = conversationLines(shop, 3);
       const imported = await runCli(['conversations', 'import', file], env);
       expect({ code: imported.code, out: imported.out }).toMatchObject({ code: 0 });
-      const exported = await waitFor(async () => {
-        const got = await exportedIds(call);
-        return got.length === ids.length ? got : undefined;
-      }, { timeoutMs: 30_000, message: 'the imported conversations in the export' });
+      const exported = await waitFor(
+        async () => {
+          const got = await exportedIds(call);
+          return got.length === ids.length ? got : undefined;
+        },
+        { timeoutMs: 30_000, message: 'the imported conversations in the export' },
+      );
       expect(exported).toEqual(ids);
       const created = await runCli(['api-keys', 'create', '--shop', shop, '--name', 'second'], env);
       expect(created.code).toBe(0);
       const secondKey = /ssk_\S+/.exec(created.out)![0];
       expect((await api(s.base, secondKey, shop)('GET', `/activities/${activityId}/`)).status).toBe(200);
       const rebuilt = await runCli(['projections', 'rebuild', 'activity-projector', '--yes'], env);
-      expect({ code: rebuilt.code, out: rebuilt.out }).toMatchObject({ code: 0, out: expect.stringMatching(/Rebuilt activity-projector: \d+ records applied/) });
+      expect({ code: rebuilt.code, out: rebuilt.out }).toMatchObject({
+        code: 0,
+        out: expect.stringMatching(/Rebuilt activity-projector: \d+ records applied/),
+      });
       expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
 
       // One server per data directory.
@@ -263,10 +299,13 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       expect(rebuilt.code).toBe(0);
       s = await startShopstream(env);
       call = api(s.base, key, shop);
-      const exported = await waitFor(async () => {
-        const got = await exportedIds(call);
-        return got.length === ids.length ? got : undefined;
-      }, { timeoutMs: 30_000, message: 'the imported conversations in the export' });
+      const exported = await waitFor(
+        async () => {
+          const got = await exportedIds(call);
+          return got.length === ids.length ? got : undefined;
+        },
+        { timeoutMs: 30_000, message: 'the imported conversations in the export' },
+      );
       expect(exported).toEqual(ids);
       expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
       expect(await stopShopstream(s)).toBe(0);
@@ -292,7 +331,11 @@ describe('a signal during start-up', () => {
       child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (out += d));
       // The data directory's lock is taken while the runtime opens: start-up is under way, handlers installed.
-      await waitFor(() => existsSync(path.join(dataDir, 'shopstream.lock')) || undefined, { timeoutMs: 60_000, intervalMs: 20, message: 'the data directory lock' });
+      await waitFor(() => existsSync(path.join(dataDir, 'shopstream.lock')) || undefined, {
+        timeoutMs: 60_000,
+        intervalMs: 20,
+        message: 'the data directory lock',
+      });
       child.kill('SIGTERM');
       const code = await exitOf(child, { timeoutMs: 60_000, message: 'exit after SIGTERM' });
       children.delete(child);
@@ -330,10 +373,13 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
     const { file, ids } = conversationLines(shop, 3);
     const imported = await runCli(['conversations', 'import', file], env);
     expect(imported.code).toBe(0);
-    const exported = await waitFor(async () => {
-      const got = await exportedIds(call);
-      return got.length === ids.length ? got : undefined;
-    }, { timeoutMs: 30_000, message: 'the imported conversations in the export' });
+    const exported = await waitFor(
+      async () => {
+        const got = await exportedIds(call);
+        return got.length === ids.length ? got : undefined;
+      },
+      { timeoutMs: 30_000, message: 'the imported conversations in the export' },
+    );
     expect(exported).toEqual(ids);
     expect(await stopShopstream(s)).toBe(0);
   }, 300_000);

@@ -44,7 +44,15 @@ describe('the built image command on Node 24 LTS', () => {
     try {
       const child = spawn(node24, entrypoint.slice(1), {
         cwd: repo,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', NODE_ENV: 'production', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: path.join(dir, '.data') },
+        env: {
+          PATH: process.env.PATH ?? '',
+          HOME: process.env.HOME ?? '',
+          NODE_ENV: 'production',
+          PORT: '0',
+          HOST: '127.0.0.1',
+          LOG_LEVEL: 'info',
+          DATA_DIR: path.join(dir, '.data'),
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.add(child);

@@ -29,7 +29,9 @@ const addFormats = ((addFormatsModule as unknown as { default?: unknown }).defau
 describe('schema files', () => {
   it('are what the zod contracts generate (run `pnpm schemas` after changing a contract)', () => {
     for (const name of Object.keys(topicContracts)) {
-      expect(readFileSync(schemaFile(name), 'utf8'), `packages/contracts/schemas/${name}.json is stale: run \`pnpm schemas\``).toBe(`${JSON.stringify(contractJsonSchema(name), null, 2)}\n`);
+      expect(readFileSync(schemaFile(name), 'utf8'), `packages/contracts/schemas/${name}.json is stale: run \`pnpm schemas\``).toBe(
+        `${JSON.stringify(contractJsonSchema(name), null, 2)}\n`,
+      );
     }
   });
 
@@ -42,7 +44,9 @@ describe('schema files', () => {
     const renamed = compatibilityBreaks(base, variant(metricEventSchema.omit({ recorded_at: true }).extend({ recordedAt: z.string() })));
     expect(renamed).toContain('$.recorded_at: removed');
     expect(compatibilityBreaks(base, variant(metricEventSchema.partial({ name: true })))).toEqual(['$.name: no longer required']);
-    expect(compatibilityBreaks(base, variant(metricEventSchema.extend({ value: z.number() })))).toEqual(['$.value: type narrowed from number|null|integer to number|integer']);
+    expect(compatibilityBreaks(base, variant(metricEventSchema.extend({ value: z.number() })))).toEqual([
+      '$.value: type narrowed from number|null|integer to number|integer',
+    ]);
     expect(compatibilityBreaks(base, variant(metricEventSchema.extend({ name: z.string().max(10) })))).toEqual(['$.name: maxLength tightened to 10']);
     expect(compatibilityBreaks(base, variant(metricEventSchema.strict()))).toEqual(['$: extra properties now forbidden']);
     const status = { type: 'object', properties: { status: { type: 'string', enum: ['active', 'paused'] } }, required: ['status'] };
@@ -72,7 +76,11 @@ describe('on a real broker', () => {
     const { document, diagnostics } = await new Parser().parse(doc);
     expect(diagnostics.filter((d) => d.severity === 0).map((d) => `${d.path.join('.')}: ${d.message}`)).toEqual([]);
     expect(document).toBeDefined();
-    const addresses = document!.channels().all().map((c) => c.address()).sort();
+    const addresses = document!
+      .channels()
+      .all()
+      .map((c) => c.address())
+      .sort();
     const t = rt.topics;
     expect(addresses).toEqual([t.events, t.metrics, t.flowTriggers, t.conversations].flatMap((x) => [x, t.dlq(x)]).sort());
     expect(document!.operations().all().length).toBeGreaterThanOrEqual(16);
@@ -83,13 +91,22 @@ describe('on a real broker', () => {
   it('records the services write validate against the schema file their header names', async () => {
     const shop = await createTestShop(rt);
     const call = (method: string, p: string, body: unknown) =>
-      fetch(`${server.baseUrl}/v2026-04${p}`, { method, headers: shop.headers, body: JSON.stringify(body) }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }));
+      fetch(`${server.baseUrl}/v2026-04${p}`, { method, headers: shop.headers, body: JSON.stringify(body) }).then(async (r) => ({
+        status: r.status,
+        body: (await r.json()) as any,
+      }));
     const flow = await call('POST', '/flows/', { name: 'All orders', trigger: { metric_name: 'placed_order' } });
     expect(flow.status).toBe(201);
-    await waitFor(async () => /^shopstream_flow_matcher_active_flows [1-9]/m.test(await (await fetch(`${server.baseUrl}/metrics`)).text()), { message: 'the flow loaded' });
+    await waitFor(async () => /^shopstream_flow_matcher_active_flows [1-9]/m.test(await (await fetch(`${server.baseUrl}/metrics`)).text()), {
+      message: 'the flow loaded',
+    });
     const ids: string[] = [];
     for (const body of [
-      { name: 'Placed order', metric: { metric_name: 'placed_order', value: 12.5, additional_properties: { cart: { total: 12.5 } } }, contact: { email: 'ada@example.com', phone: '+14155552671' } },
+      {
+        name: 'Placed order',
+        metric: { metric_name: 'placed_order', value: 12.5, additional_properties: { cart: { total: 12.5 } } },
+        contact: { email: 'ada@example.com', phone: '+14155552671' },
+      },
       { name: 'Viewed', metric: { metric_name: 'viewed_product' }, remote_id: 'v-1', remote_platform: 'web', event_time: '2026-03-01T10:00:00+02:00' },
     ]) {
       const r = await call('POST', '/events/', body);
@@ -97,7 +114,9 @@ describe('on a real broker', () => {
       ids.push(r.body.activity_id);
     }
     // A record no projector can read: its dead letter carries the DLQ headers.
-    await rt.bus.publish(rt.topics.events, [{ key: shop.shopId, value: '{"broken": ', headers: { [H.contentType]: 'application/json', [H.schema]: 'event-recorded.v1', [H.shopId]: shop.shopId } }]);
+    await rt.bus.publish(rt.topics.events, [
+      { key: shop.shopId, value: '{"broken": ', headers: { [H.contentType]: 'application/json', [H.schema]: 'event-recorded.v1', [H.shopId]: shop.shopId } },
+    ]);
     // Conversations as the CLI imports them.
     const file = path.join(dir, 'c.jsonl');
     const cid = randomUUID();
@@ -105,13 +124,36 @@ describe('on a real broker', () => {
     writeFileSync(
       file,
       [
-        { type: 'conversation.upserted', shop_id: shop.shopId, conversation: { id: cid, agent_id: null, contact_id: null, user_id: null, created_at: at, updated_at: at, flags: [], tags: ['t'], intent: {}, topic: {}, type: 'email' } },
+        {
+          type: 'conversation.upserted',
+          shop_id: shop.shopId,
+          conversation: {
+            id: cid,
+            agent_id: null,
+            contact_id: null,
+            user_id: null,
+            created_at: at,
+            updated_at: at,
+            flags: [],
+            tags: ['t'],
+            intent: {},
+            topic: {},
+            type: 'email',
+          },
+        },
         { type: 'message.created', shop_id: shop.shopId, conversation_id: cid, message: { id: randomUUID(), created_at: at, text: 'hello' } },
       ]
         .map((r) => JSON.stringify(r))
         .join('\n') + '\n',
     );
-    const env = { ...process.env, DATABASE_URL: rt.env.DATABASE_URL, KAFKA_BROKERS: rt.env.KAFKA_BROKERS!.join(','), TOPIC_PREFIX: rt.env.TOPIC_PREFIX, KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS), LOG_LEVEL: 'warn' };
+    const env = {
+      ...process.env,
+      DATABASE_URL: rt.env.DATABASE_URL,
+      KAFKA_BROKERS: rt.env.KAFKA_BROKERS!.join(','),
+      TOPIC_PREFIX: rt.env.TOPIC_PREFIX,
+      KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
+      LOG_LEVEL: 'warn',
+    };
     await promisify(execFile)('pnpm', ['-s', 'cli', 'conversations', 'import', file], { cwd: repo, env, timeout: 120_000 });
 
     const mine = (rs: BusRecord[]) => rs.filter((r) => r.key === shop.shopId);
@@ -124,7 +166,12 @@ describe('on a real broker', () => {
       expect(validate, `${r.topic}/${r.partition}/${r.offset}: no schema file for "${name}"`).toBeDefined();
       expect(validate!(value), `${r.topic}/${r.partition}/${r.offset} against ${name}: ${ajv.errorsText(validate!.errors)}`).toBe(true);
     };
-    const records = [...(await read(t.events, 3)).filter((r) => !r.value.toString().startsWith('{"broken"')), ...(await read(t.metrics, 2)), ...(await read(t.flowTriggers, 1)), ...(await read(t.conversations, 2))];
+    const records = [
+      ...(await read(t.events, 3)).filter((r) => !r.value.toString().startsWith('{"broken"')),
+      ...(await read(t.metrics, 2)),
+      ...(await read(t.flowTriggers, 1)),
+      ...(await read(t.conversations, 2)),
+    ];
     expect(records.map((r) => r.topic).sort()).toEqual([t.conversations, t.conversations, t.events, t.events, t.flowTriggers, t.metrics, t.metrics].sort());
     for (const r of records) check(r, JSON.parse(r.value.toString('utf8')), r.headers[H.schema]);
     const [dead] = await read(t.dlq(t.events), 1);

@@ -134,7 +134,11 @@ export class Bench {
       const db1 = await this.dbCounters();
       const result = (await done).result;
       const database = Object.fromEntries(Object.entries(db1).map(([k, v]) => [k, v - db0[k]]));
-      return { result, cpu, database: { ...database, transactionsPerRequest: result.requests ? Number((database.xact_commit / result.requests).toFixed(2)) : 0 } };
+      return {
+        result,
+        cpu,
+        database: { ...database, transactionsPerRequest: result.requests ? Number((database.xact_commit / result.requests).toFixed(2)) : 0 },
+      };
     } finally {
       this.children.delete(gen);
       await gen.stop(5_000);
@@ -163,7 +167,10 @@ export class Bench {
     try {
       const t = this.topics;
       const names = [t.events, t.metrics, t.flowTriggers, t.conversations];
-      await admin.createTopics({ waitForLeaders: true, topics: [...names, ...names.map((n) => t.dlq(n))].map((topic) => ({ topic, numPartitions: PARTITIONS, replicationFactor: 1 })) });
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: [...names, ...names.map((n) => t.dlq(n))].map((topic) => ({ topic, numPartitions: PARTITIONS, replicationFactor: 1 })),
+      });
     } finally {
       await admin.disconnect();
     }

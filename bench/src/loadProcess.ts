@@ -229,7 +229,14 @@ async function bareProducers(spec: Extract<LoadSpec, { mode: 'producer' }>): Pro
   const pk: any = await import(name);
   const producers = Array.from(
     { length: spec.concurrency },
-    (_, i) => new pk.Producer({ clientId: `bench-bare-producer-${i}`, bootstrapBrokers: spec.brokers, idempotent: true, acks: pk.ProduceAcks.ALL, serializers: pk.stringSerializers }),
+    (_, i) =>
+      new pk.Producer({
+        clientId: `bench-bare-producer-${i}`,
+        bootstrapBrokers: spec.brokers,
+        idempotent: true,
+        acks: pk.ProduceAcks.ALL,
+        serializers: pk.stringSerializers,
+      }),
   );
   const senders: Send[] = producers.map((p) => async (messages) => {
     await p.send({ messages: messages.map((m) => ({ topic: spec.topic, key: m.key, value: m.value, headers: new Map(Object.entries(m.headers)) })) });

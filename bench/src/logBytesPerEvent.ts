@@ -22,7 +22,7 @@ import { eventMaker } from './events.js';
 const N = Number(process.argv[2] ?? 20_000);
 const logDir = process.env.KAFKA_LOG_DIR;
 if (!logDir || !process.env.KAFKA_BROKERS || !process.env.DATABASE_URL) {
-  throw new Error('set KAFKA_BROKERS, DATABASE_URL and KAFKA_LOG_DIR (the broker\'s log.dirs, on this machine)');
+  throw new Error("set KAFKA_BROKERS, DATABASE_URL and KAFKA_LOG_DIR (the broker's log.dirs, on this machine)");
 }
 
 /** Bytes of the topic's segment files, and of the event JSON alone, over every partition. */
@@ -36,7 +36,15 @@ function segmentBytes(topic: string): number {
 
 async function measure(mode: 'bulk' | 'single'): Promise<void> {
   const prefix = `measure-${randomUUID().slice(0, 8)}.`;
-  const env = loadEnv({ ...process.env, DATABASE_URL: await createTestDatabase(process.env.DATABASE_URL!), TOPIC_PREFIX: prefix, KAFKA_PARTITIONS: '12', LOG_LEVEL: 'warn', INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0' });
+  const env = loadEnv({
+    ...process.env,
+    DATABASE_URL: await createTestDatabase(process.env.DATABASE_URL!),
+    TOPIC_PREFIX: prefix,
+    KAFKA_PARTITIONS: '12',
+    LOG_LEVEL: 'warn',
+    INGEST_RATE_LIMIT_PER_SECOND: '0',
+    INGEST_RATE_LIMIT_PER_MINUTE: '0',
+  });
   const rt: Runtime = await openRuntime(env, 'measure');
   const { server, stop } = await serve(rt, [await startIngestApi(rt)], { port: 0, host: '127.0.0.1', name: 'measure' });
   try {

@@ -98,7 +98,12 @@ async function main(argv: string[]): Promise<number> {
   const chosen = positionals.length > 0 ? positionals : Object.keys(scenarios);
   const infra = await openInfra();
   const m = machine(infra);
-  console.log(`machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}, Kafka ${m.kafka}, PostgreSQL ${m.postgres}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
+  console.log(
+    `machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}, Kafka ${m.kafka}, PostgreSQL ${m.postgres}; load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}`,
+  );
   let failed = 0;
   try {
     for (const name of chosen) {

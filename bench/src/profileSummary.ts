@@ -28,14 +28,27 @@ export function summarizeProfile(file: string, top = 25): string {
   for (const [id, us] of self) {
     const n = byId.get(id)!;
     const { functionName, url, lineNumber } = n.callFrame;
-    const where = url.replace(/^file:\/\//, '').replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, '').replace(/^\/work\/main\//, '');
+    const where = url
+      .replace(/^file:\/\//, '')
+      .replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, '')
+      .replace(/^\/work\/main\//, '');
     const key = `${functionName || '(anonymous)'} ${where ? `${where}:${lineNumber + 1}` : ''}`.trim();
     fn.set(key, (fn.get(key) ?? 0) + us);
-    const group = functionName === '(idle)' || functionName === '(program)' || functionName === '(garbage collector)' ? functionName
-      : !url ? '(native)'
-      : url.startsWith('node:') ? 'node:' + url.slice(5).split('/')[0]
-      : url.includes('/node_modules/') ? url.replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, '').split('/').slice(0, url.includes('/@') ? 2 : 1).join('/').replace(/^(@[^/]+\/[^/]+|[^@][^/]*).*/, '$1')
-      : where.split('/').slice(0, 2).join('/');
+    const group =
+      functionName === '(idle)' || functionName === '(program)' || functionName === '(garbage collector)'
+        ? functionName
+        : !url
+          ? '(native)'
+          : url.startsWith('node:')
+            ? 'node:' + url.slice(5).split('/')[0]
+            : url.includes('/node_modules/')
+              ? url
+                  .replace(/.*\/node_modules\/\.pnpm\/[^/]+\/node_modules\//, '')
+                  .split('/')
+                  .slice(0, url.includes('/@') ? 2 : 1)
+                  .join('/')
+                  .replace(/^(@[^/]+\/[^/]+|[^@][^/]*).*/, '$1')
+              : where.split('/').slice(0, 2).join('/');
     pkg.set(group, (pkg.get(group) ?? 0) + us);
   }
   const pct = (us: number) => `${((100 * us) / total).toFixed(1).padStart(5)}%`;

@@ -10,7 +10,10 @@ export interface HistogramTotals {
  * The service's own histograms from its /metrics (Prometheus text), summed over labels: how many Kafka
  * sends, consumer batches or requests it made and their mean time. Evidence for where time goes.
  */
-export async function scrapeHistograms(baseUrl: string, names: string[]): Promise<Record<string, HistogramTotals & { byLabel: Record<string, HistogramTotals> }>> {
+export async function scrapeHistograms(
+  baseUrl: string,
+  names: string[],
+): Promise<Record<string, HistogramTotals & { byLabel: Record<string, HistogramTotals> }>> {
   const res = await request(`${baseUrl}/metrics`);
   const text = await res.body.text();
   const out: Record<string, HistogramTotals & { byLabel: Record<string, HistogramTotals> }> = {};

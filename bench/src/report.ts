@@ -22,7 +22,8 @@ export interface ScenarioResult {
   notes: string[];
 }
 
-const fmt = (v: number | null) => (v === null || !Number.isFinite(v) ? String(v) : Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 }));
+const fmt = (v: number | null) =>
+  v === null || !Number.isFinite(v) ? String(v) : Number.isInteger(v) ? v.toLocaleString('en-US') : v.toLocaleString('en-US', { maximumFractionDigits: 2 });
 
 export function tableOf(r: ScenarioResult): string {
   const head = ['measure', 'value', 'baseline', 'ratio', 'budget', 'met'];
@@ -46,7 +47,17 @@ export function writeResult(r: ScenarioResult, meta: { machine: Machine; options
   writeFileSync(
     file,
     JSON.stringify(
-      { scenario: r.scenario, date: meta.startedAt.toISOString(), finishedAt: new Date().toISOString(), machine: meta.machine, machineLoadBefore: meta.load, options: meta.options, rows: r.rows, notes: r.notes, details: r.details },
+      {
+        scenario: r.scenario,
+        date: meta.startedAt.toISOString(),
+        finishedAt: new Date().toISOString(),
+        machine: meta.machine,
+        machineLoadBefore: meta.load,
+        options: meta.options,
+        rows: r.rows,
+        notes: r.notes,
+        details: r.details,
+      },
       null,
       2,
     ) + '\n',

@@ -16,7 +16,19 @@ export const BASELINE_BATCH = 1_000;
 
 type WritePath = 'insert' | 'copy';
 
-const ACTIVITY_COLUMNS = ['shop_id', 'id', 'name', 'description', 'event_time', 'recorded_at', 'metric', 'contact_id', 'contact', 'remote_id', 'remote_platform'];
+const ACTIVITY_COLUMNS = [
+  'shop_id',
+  'id',
+  'name',
+  'description',
+  'event_time',
+  'recorded_at',
+  'metric',
+  'contact_id',
+  'contact',
+  'remote_id',
+  'remote_platform',
+];
 
 /** The projector's three tables' rows for one batch of events, bare. */
 async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): Promise<void> {
@@ -27,10 +39,32 @@ async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): 
       tx,
       'activities',
       ACTIVITY_COLUMNS,
-      events.map((e) => [e.shop_id, e.activity_id, e.name, e.description, e.event_time, e.received_at, JSON.stringify(e.metric), e.contact?.id ?? null, e.contact ? JSON.stringify(e.contact) : null, e.remote_id, e.remote_platform]),
+      events.map((e) => [
+        e.shop_id,
+        e.activity_id,
+        e.name,
+        e.description,
+        e.event_time,
+        e.received_at,
+        JSON.stringify(e.metric),
+        e.contact?.id ?? null,
+        e.contact ? JSON.stringify(e.contact) : null,
+        e.remote_id,
+        e.remote_platform,
+      ]),
     );
-    await copyRows(tx, 'contact_timeline', ['shop_id', 'contact_id', 'activity_id', 'event_time'], timeline.map((e) => [e.shop_id, e.contact!.id, e.activity_id, e.event_time]));
-    await copyRows(tx, 'outbox', ['topic', 'key', 'value', 'headers'], outbox.map((r) => [r.topic, r.key, r.value as string, JSON.stringify(r.headers)]));
+    await copyRows(
+      tx,
+      'contact_timeline',
+      ['shop_id', 'contact_id', 'activity_id', 'event_time'],
+      timeline.map((e) => [e.shop_id, e.contact!.id, e.activity_id, e.event_time]),
+    );
+    await copyRows(
+      tx,
+      'outbox',
+      ['topic', 'key', 'value', 'headers'],
+      outbox.map((r) => [r.topic, r.key, r.value as string, JSON.stringify(r.headers)]),
+    );
     return;
   }
   await tx.query(sql`

@@ -34,7 +34,10 @@ export async function startAllInOne(ctx: Context, opts: { shops: number; env?: R
     const key = `faults_${randomBytes(24).toString('base64url')}`;
     return { shopId, key, headers: { authorization: `Bearer ${key}`, 'x-shop-id': shopId, 'content-type': 'application/json' } };
   });
-  const env = serviceEnv({ databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: shops.map((s) => `${s.key}=${s.shopId}`).join(';') }, { KAFKA_PARTITIONS: '3', ...opts.env });
+  const env = serviceEnv(
+    { databaseUrl: pg.url, brokers: kafka.brokers, apiKeys: shops.map((s) => `${s.key}=${s.shopId}`).join(';') },
+    { KAFKA_PARTITIONS: '3', ...opts.env },
+  );
   const service = startScenarioService(ctx, 'all-in-one', env);
   await untilReady(service, 180_000, 250);
   ctx.log(`all-in-one ready on ${service.baseUrl} (pid ${service.process.pid})`);

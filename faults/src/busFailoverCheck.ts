@@ -21,10 +21,19 @@ try {
   await admin.connect();
   for (let round = 1; round <= rounds; round++) {
     const topic = `r${round}`;
-    await admin.createTopics({ topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }], waitForLeaders: true });
+    await admin.createTopics({
+      topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
+      waitForLeaders: true,
+    });
     await new Promise((r) => setTimeout(r, 2000));
     const md = await admin.fetchTopicMetadata({ topics: [topic] });
-    const bus = await createKafkaBus({ brokers: c.brokers, clientId: `check-${round}`, replicationFactor: 3, logger: createLogger('check', 'error', 2), publishTimeoutMs: 10_000 });
+    const bus = await createKafkaBus({
+      brokers: c.brokers,
+      clientId: `check-${round}`,
+      replicationFactor: 3,
+      logger: createLogger('check', 'error', 2),
+      publishTimeoutMs: 10_000,
+    });
     const acked = new Set<string>();
     let n = 0;
     let failed = 0;
@@ -56,13 +65,32 @@ try {
     await consumer.subscribe({ topic, fromBeginning: true });
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, 30000);
-      void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) { clearTimeout(t); resolve(); } } });
+      void consumer.run({
+        eachMessage: async ({ message }) => {
+          seen.add(String(message.value));
+          if (seen.size >= total) {
+            clearTimeout(t);
+            resolve();
+          }
+        },
+      });
     });
     await consumer.disconnect();
     const lost = [...acked].filter((v) => !seen.has(v));
     totalLost += lost.length;
     const resent = (await registry.getSingleMetric('shopstream_kafka_records_resent_total')?.get())?.values[0]?.value ?? 0;
-    console.log(JSON.stringify({ round, killed: victim, sent: n, acked: acked.size, failedPublishes: failed, inLog: seen.size, lostAcked: lost.length, resentSoFar: resent }));
+    console.log(
+      JSON.stringify({
+        round,
+        killed: victim,
+        sent: n,
+        acked: acked.size,
+        failedPublishes: failed,
+        inLog: seen.size,
+        lostAcked: lost.length,
+        resentSoFar: resent,
+      }),
+    );
     await c.restart(victim);
   }
   await admin.disconnect();

@@ -12,17 +12,32 @@ import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { Kafka, logLevel } from 'kafkajs';
 const c = await startLocalKafkaCluster({ nodes: 3, settings: { 'broker.heartbeat.interval.ms': '500', 'broker.session.timeout.ms': '3000' } });
 try {
-  const kafka = new Kafka({ clientId: 'repro', brokers: c.brokers, logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 5_000, retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 } });
+  const kafka = new Kafka({
+    clientId: 'repro',
+    brokers: c.brokers,
+    logLevel: logLevel.NOTHING,
+    connectionTimeout: 3_000,
+    requestTimeout: 5_000,
+    retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 },
+  });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({ topics: [{ topic: 'r', numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }], waitForLeaders: true });
+  await admin.createTopics({
+    topics: [{ topic: 'r', numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
+    waitForLeaders: true,
+  });
   await new Promise((r) => setTimeout(r, 2000));
   const md = await admin.fetchTopicMetadata({ topics: ['r'] });
-  console.log('leaders', md.topics[0].partitions.map((p) => [p.partitionId, p.leader]));
+  console.log(
+    'leaders',
+    md.topics[0].partitions.map((p) => [p.partitionId, p.leader]),
+  );
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 } });
   await producer.connect();
   const acked = new Set<string>();
-  let n = 0, failed = 0, stop = false;
+  let n = 0,
+    failed = 0,
+    stop = false;
   const loop = (async () => {
     while (!stop) {
       const msgs = [0, 1, 2].flatMap((p) => Array.from({ length: 5 }, () => ({ partition: p, value: String(n++) })));
@@ -42,7 +57,10 @@ try {
   stop = true;
   await loop;
   const md2 = await admin.fetchTopicMetadata({ topics: ['r'] });
-  console.log('leaders after', md2.topics[0].partitions.map((p) => [p.partitionId, p.leader]));
+  console.log(
+    'leaders after',
+    md2.topics[0].partitions.map((p) => [p.partitionId, p.leader]),
+  );
   const highs = await admin.fetchTopicOffsets('r');
   const seen = new Set<string>();
   const consumer = kafka.consumer({ groupId: 'repro-read' });
@@ -51,11 +69,31 @@ try {
   const total = highs.reduce((a, h) => a + Number(h.high), 0);
   await new Promise<void>((resolve) => {
     const t = setTimeout(resolve, 30000);
-    void consumer.run({ eachMessage: async ({ message }) => { seen.add(String(message.value)); if (seen.size >= total) { clearTimeout(t); resolve(); } } });
+    void consumer.run({
+      eachMessage: async ({ message }) => {
+        seen.add(String(message.value));
+        if (seen.size >= total) {
+          clearTimeout(t);
+          resolve();
+        }
+      },
+    });
   });
   const lost = [...acked].filter((v) => !seen.has(v));
-  console.log(JSON.stringify({ sent: n, acked: acked.size, failedSends: failed, inLog: seen.size, lostAcked: lost.length, lostSample: lost.slice(0, 10), highs: highs.map((h) => [h.partition, h.high]) }));
-  await consumer.disconnect(); await producer.disconnect(); await admin.disconnect();
+  console.log(
+    JSON.stringify({
+      sent: n,
+      acked: acked.size,
+      failedSends: failed,
+      inLog: seen.size,
+      lostAcked: lost.length,
+      lostSample: lost.slice(0, 10),
+      highs: highs.map((h) => [h.partition, h.high]),
+    }),
+  );
+  await consumer.disconnect();
+  await producer.disconnect();
+  await admin.disconnect();
 } finally {
   await c.stop();
 }

@@ -50,7 +50,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.readme) {
-    writeReadme(path.join(REPO_ROOT, 'faults/README.md'), RESULTS, scenarios.map((s) => s.name));
+    writeReadme(
+      path.join(REPO_ROOT, 'faults/README.md'),
+      RESULTS,
+      scenarios.map((s) => s.name),
+    );
     console.log('faults/README.md: results written from faults/results/*.json');
     return 0;
   }
@@ -77,7 +81,12 @@ async function main(argv: string[]): Promise<number> {
   }
   const opts: Options = { quick: values.quick === true || process.env.FAULTS_QUICK === '1', seed };
   const m = machine();
-  console.log(`machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}; load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}; seed ${seed}${opts.quick ? '; quick' : ''}`);
+  console.log(
+    `machine: ${m.cores} cores (${m.cpuModel}), ${m.memoryGiB} GiB, Node ${m.node}; load average ${os
+      .loadavg()
+      .map((x) => x.toFixed(2))
+      .join(' ')}; seed ${seed}${opts.quick ? '; quick' : ''}`,
+  );
   const chosen = positionals.length > 0 ? positionals.map((p) => byName.get(p)!) : scenarios;
   let failed = 0;
   for (const s of chosen) {

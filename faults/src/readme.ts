@@ -36,11 +36,15 @@ export function resultsMarkdown(resultsDir: string, names: string[]): string {
     }
     const goals = r.rows.filter((x) => x.goal);
     const missed = goals.filter((x) => !x.goal!.met).map((x) => x.measure);
-    out.push(`| [${n}](#${n}) | ${when(r.date)}, seed ${r.options.seed} | ${goals.length - missed.length} of ${goals.length} | ${missed.length === 0 ? 'yes' : `**NO**: ${missed.join('; ')}`} |`);
+    out.push(
+      `| [${n}](#${n}) | ${when(r.date)}, seed ${r.options.seed} | ${goals.length - missed.length} of ${goals.length} | ${missed.length === 0 ? 'yes' : `**NO**: ${missed.join('; ')}`} |`,
+    );
   }
   for (const r of found) {
     out.push('', `### ${r.scenario}`, '');
-    const versions = Object.entries(r.versions).map(([k, v]) => `${k[0].toUpperCase()}${k.slice(1)} ${v}`).join(', ');
+    const versions = Object.entries(r.versions)
+      .map(([k, v]) => `${k[0].toUpperCase()}${k.slice(1)} ${v}`)
+      .join(', ');
     out.push(
       `Run ${when(r.date)} (\`pnpm faults ${r.scenario} --seed ${r.options.seed}\` replays it) on a shared machine with ${r.machine.cores} cores ` +
         `(${r.machine.cpuModel}, ${r.machine.memoryGiB} GiB; load average ${r.loadAvgBefore.join(' / ')} before it), ${versions}.`,

@@ -28,7 +28,12 @@ const fmt = (v: number | string) =>
 /** The rows as the Markdown table of faults/README.md: measure, value, goal, met. */
 export function tableOf(f: Figures): string {
   const head = ['measure', 'value', 'goal', 'met'];
-  const lines = f.rows.map((x) => [x.measure, x.unit ? `${fmt(x.value)} ${x.unit}` : fmt(x.value), x.goal?.text ?? '', x.goal ? (x.goal.met ? 'yes' : 'NO') : '']);
+  const lines = f.rows.map((x) => [
+    x.measure,
+    x.unit ? `${fmt(x.value)} ${x.unit}` : fmt(x.value),
+    x.goal?.text ?? '',
+    x.goal ? (x.goal.met ? 'yes' : 'NO') : '',
+  ]);
   const widths = head.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i].length)));
   const row = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(' | ')} |`;
   return [row(head), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...lines.map(row)].join('\n');

@@ -70,7 +70,17 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
   })();
 
   const load = await b.load(
-    { mode: 'open', baseUrl: api.baseUrl, seed: `e2e-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, rate: RATE, maxConnections: 256, collectAnswers: true },
+    {
+      mode: 'open',
+      baseUrl: api.baseUrl,
+      seed: `e2e-${Date.now()}`,
+      durationMs: b.opts.durationMs,
+      warmupMs: b.opts.warmupMs,
+      shops: b.shops,
+      rate: RATE,
+      maxConnections: 256,
+      collectAnswers: true,
+    },
     { ingest: api.child, projector: proj.child },
     (m) => {
       if (m.type !== 'answers') return;
@@ -86,7 +96,10 @@ export async function e2e(b: Bench): Promise<ScenarioResult> {
   const metricDeadline = performance.now() + 30_000;
   while ([...answered.keys()].some((id) => !metricSeen.has(id)) && performance.now() < metricDeadline) await sleep(50);
   await consumer.disconnect();
-  const serverMetrics = { ingest: await scrapeHistograms(api.baseUrl, SERVICE_HISTOGRAMS), projector: await scrapeHistograms(proj.baseUrl, SERVICE_HISTOGRAMS) };
+  const serverMetrics = {
+    ingest: await scrapeHistograms(api.baseUrl, SERVICE_HISTOGRAMS),
+    projector: await scrapeHistograms(proj.baseUrl, SERVICE_HISTOGRAMS),
+  };
   await b.stopChild(api.child);
   await b.stopChild(proj.child);
 

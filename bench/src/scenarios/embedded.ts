@@ -27,7 +27,13 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     const dataDir = path.join(dir, '.data');
     try {
       // Unset (empty) DATABASE_URL and KAFKA_BROKERS: what `pnpm start` gets on a fresh machine.
-      const { child, baseUrl } = await b.server(serviceNames, { DATABASE_URL: '', KAFKA_BROKERS: '', DATA_DIR: dataDir, EMBEDDED_DB: engine, KAFKA_PARTITIONS: process.env.BENCH_EMBEDDED_PARTITIONS ?? '' });
+      const { child, baseUrl } = await b.server(serviceNames, {
+        DATABASE_URL: '',
+        KAFKA_BROKERS: '',
+        DATA_DIR: dataDir,
+        EMBEDDED_DB: engine,
+        KAFKA_PARTITIONS: process.env.BENCH_EMBEDDED_PARTITIONS ?? '',
+      });
       let contacts = 0;
       const server = runningServer(dataDir);
       if (engine === 'postgres' && server) {
@@ -40,15 +46,42 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
         }
       }
       const sat = await b.load(
-        { mode: 'closed', baseUrl, seed: `emb-single-${engine}-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency: 64, bulkSize: 1 },
+        {
+          mode: 'closed',
+          baseUrl,
+          seed: `emb-single-${engine}-${Date.now()}`,
+          durationMs: b.opts.durationMs,
+          warmupMs: b.opts.warmupMs,
+          shops: b.shops,
+          concurrency: 64,
+          bulkSize: 1,
+        },
         { server: child },
       );
       const fixed = await b.load(
-        { mode: 'open', baseUrl, seed: `emb-open-${engine}-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: Math.min(b.opts.warmupMs, 2_000), shops: b.shops, rate: 500, maxConnections: 512 },
+        {
+          mode: 'open',
+          baseUrl,
+          seed: `emb-open-${engine}-${Date.now()}`,
+          durationMs: b.opts.durationMs,
+          warmupMs: Math.min(b.opts.warmupMs, 2_000),
+          shops: b.shops,
+          rate: 500,
+          maxConnections: 512,
+        },
         { server: child },
       );
       const bulk = await b.load(
-        { mode: 'closed', baseUrl, seed: `emb-bulk-${engine}-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency: 16, bulkSize: 100 },
+        {
+          mode: 'closed',
+          baseUrl,
+          seed: `emb-bulk-${engine}-${Date.now()}`,
+          durationMs: b.opts.durationMs,
+          warmupMs: b.opts.warmupMs,
+          shops: b.shops,
+          concurrency: 16,
+          bulkSize: 100,
+        },
         { server: child },
       );
       const rss = child.pid ? rssMiB(child.pid) : 0;
@@ -58,14 +91,27 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
       bulkRate[engine] = bulk.result.eventsPerSecond;
       const isDefault = engine === 'postgres';
       const budget = (text: string, met: boolean) => (isDefault ? { budget: { text, met } } : {});
-      const errors = (r: typeof sat) => Object.entries(r.result.status).filter(([s]) => !s.startsWith('2')).reduce((n, [, v]) => n + v, 0);
+      const errors = (r: typeof sat) =>
+        Object.entries(r.result.status)
+          .filter(([s]) => !s.startsWith('2'))
+          .reduce((n, [, v]) => n + v, 0);
       rows.push(
-        { measure: `${engine}: single at saturation (64 clients)`, value: sat.result.requestsPerSecond, unit: 'req/s', ...budget('>= 1,500 req/s', sat.result.requestsPerSecond >= 1_500) },
+        {
+          measure: `${engine}: single at saturation (64 clients)`,
+          value: sat.result.requestsPerSecond,
+          unit: 'req/s',
+          ...budget('>= 1,500 req/s', sat.result.requestsPerSecond >= 1_500),
+        },
         { measure: `${engine}: single at saturation p99`, value: sat.result.latencyMs.p99, unit: 'ms' },
         { measure: `${engine}: @500/s p50`, value: fixed.result.latencyMs.p50, unit: 'ms' },
         { measure: `${engine}: @500/s p99`, value: fixed.result.latencyMs.p99, unit: 'ms', ...budget('< 100 ms', fixed.result.latencyMs.p99 < 100) },
         { measure: `${engine}: @500/s answered in the window`, value: fixed.result.servedPerSecond ?? 0, unit: 'req/s' },
-        { measure: `${engine}: bulk (16 clients x 100 events)`, value: bulk.result.eventsPerSecond, unit: 'events/s', ...budget('>= 10,000 events/s', bulk.result.eventsPerSecond >= 10_000) },
+        {
+          measure: `${engine}: bulk (16 clients x 100 events)`,
+          value: bulk.result.eventsPerSecond,
+          unit: 'events/s',
+          ...budget('>= 10,000 events/s', bulk.result.eventsPerSecond >= 10_000),
+        },
         { measure: `${engine}: bulk request p99`, value: bulk.result.latencyMs.p99, unit: 'ms' },
         { measure: `${engine}: non-2xx answers`, value: errors(sat) + errors(fixed) + errors(bulk), unit: 'answers' },
         { measure: `${engine}: resident memory after the run`, value: rss, unit: 'MiB' },
@@ -83,7 +129,16 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
   try {
     const { port } = await bareApp.next<{ port: number }>('ready', 60_000);
     bareSingle = await b.load(
-      { mode: 'closed', baseUrl: `http://127.0.0.1:${port}`, seed: `emb-bare-single-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency: 64, bulkSize: 1 },
+      {
+        mode: 'closed',
+        baseUrl: `http://127.0.0.1:${port}`,
+        seed: `emb-bare-single-${Date.now()}`,
+        durationMs: b.opts.durationMs,
+        warmupMs: b.opts.warmupMs,
+        shops: b.shops,
+        concurrency: 64,
+        bulkSize: 1,
+      },
       { server: bareApp },
     );
   } finally {
@@ -103,7 +158,17 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     });
   }
   await b.createTopics();
-  const bare = await b.load({ mode: 'producer', brokers: b.infra.brokers, topic: b.topics.events, seed: `emb-bare-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency: 16, bulkSize: 100 });
+  const bare = await b.load({
+    mode: 'producer',
+    brokers: b.infra.brokers,
+    topic: b.topics.events,
+    seed: `emb-bare-${Date.now()}`,
+    durationMs: b.opts.durationMs,
+    warmupMs: b.opts.warmupMs,
+    shops: b.shops,
+    concurrency: 16,
+    bulkSize: 100,
+  });
   rows.push({ measure: 'baseline: bare kafkajs producer (16 x 100)', value: bare.result.eventsPerSecond, unit: 'events/s' });
   for (const engine of engines) {
     if (!bulkRate[engine]) continue;
@@ -124,8 +189,8 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     details: { phases },
     notes: [
       'The all-in-one process as `pnpm start` runs it with neither DATABASE_URL nor KAFKA_BROKERS: every service in one Node process, the embedded database and the Postgres-log bus in a fresh DATA_DIR.',
-      'Saturation: 64 closed-loop clients; fixed rate: open loop at 500 req/s, latency from the scheduled send time; bulk: 16 closed-loop clients x 100 events. Same realistic events as the other scenarios (PostgreSQL engine: 19,000 of each shop\'s 20,000 returning contacts stored first).',
-      'The embedded database shares this machine\'s cores with the service and the load generator; the baseline producer writes to the shared Kafka broker.',
+      "Saturation: 64 closed-loop clients; fixed rate: open loop at 500 req/s, latency from the scheduled send time; bulk: 16 closed-loop clients x 100 events. Same realistic events as the other scenarios (PostgreSQL engine: 19,000 of each shop's 20,000 returning contacts stored first).",
+      "The embedded database shares this machine's cores with the service and the load generator; the baseline producer writes to the shared Kafka broker.",
     ],
   };
 }

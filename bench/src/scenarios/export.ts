@@ -47,7 +47,9 @@ async function seed(db: Db, n: number, log: (s: string) => void): Promise<void> 
     WHERE t.relname = ANY(${tables}) AND t.relnamespace = 'public'::regnamespace`,
     (r) => {
       const ix = { name: String(r.name), table_name: String(r.table_name), def: String(r.def) };
-      return r.constraint_name === null ? { ...ix, constraint_name: null } : { ...ix, constraint_name: String(r.constraint_name), constraint_def: String(r.constraint_def) };
+      return r.constraint_name === null
+        ? { ...ix, constraint_name: null }
+        : { ...ix, constraint_name: String(r.constraint_name), constraint_def: String(r.constraint_def) };
     },
   );
   for (const ix of indexes) {
@@ -97,7 +99,9 @@ async function seed(db: Db, n: number, log: (s: string) => void): Promise<void> 
     await db.tx(async (tx) => {
       await tx.query(sql`SET LOCAL maintenance_work_mem = '512MB'`);
       if (ix.constraint_name)
-        await tx.query(sql`ALTER TABLE ${sql.ident(ix.table_name)} ADD CONSTRAINT ${sql.ident(ix.constraint_name)} ${sql.__dangerous__rawValue(ix.constraint_def)}`);
+        await tx.query(
+          sql`ALTER TABLE ${sql.ident(ix.table_name)} ADD CONSTRAINT ${sql.ident(ix.constraint_name)} ${sql.__dangerous__rawValue(ix.constraint_def)}`,
+        );
       else await tx.query(sql.__dangerous__rawValue(ix.def));
     });
   }

@@ -30,16 +30,37 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
     const ratio = bare ? eps / Math.max(1, bare.result.eventsPerSecond) : undefined;
     const baseline = bare ? { name: `bare ${client} producer`, value: bare.result.eventsPerSecond } : undefined;
     rows.push(
-      { measure: `${client}: bulk ingest throughput`, value: eps, unit: 'events/s', baseline, ratio, budget: { text: '>= 20,000 events/s', met: eps >= 20_000 } },
-      ...(ratio !== undefined ? [{ measure: `${client}: ratio to bare producer`, value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 0.5', met: ratio >= 0.5 } }] : []),
+      {
+        measure: `${client}: bulk ingest throughput`,
+        value: eps,
+        unit: 'events/s',
+        baseline,
+        ratio,
+        budget: { text: '>= 20,000 events/s', met: eps >= 20_000 },
+      },
+      ...(ratio !== undefined
+        ? [{ measure: `${client}: ratio to bare producer`, value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 0.5', met: ratio >= 0.5 } }]
+        : []),
       {
         measure: `${client}: CPU per 1,000 events`,
         value: Number(((1e6 * (api.cpu.processes.server ?? 0)) / Math.max(1, eps)).toFixed(1)),
         unit: 'ms',
-        baseline: bare ? { name: 'bare producer process', value: Number(((1e6 * (bare.cpu.processes.load ?? 0)) / Math.max(1, bare.result.eventsPerSecond)).toFixed(1)) } : undefined,
+        baseline: bare
+          ? { name: 'bare producer process', value: Number(((1e6 * (bare.cpu.processes.load ?? 0)) / Math.max(1, bare.result.eventsPerSecond)).toFixed(1)) }
+          : undefined,
       },
-      { measure: `${client}: bulk request latency p50`, value: api.result.latencyMs.p50, unit: 'ms', baseline: bare ? { name: 'bare send p50', value: bare.result.latencyMs.p50 } : undefined },
-      { measure: `${client}: bulk request latency p99`, value: api.result.latencyMs.p99, unit: 'ms', baseline: bare ? { name: 'bare send p99', value: bare.result.latencyMs.p99 } : undefined },
+      {
+        measure: `${client}: bulk request latency p50`,
+        value: api.result.latencyMs.p50,
+        unit: 'ms',
+        baseline: bare ? { name: 'bare send p50', value: bare.result.latencyMs.p50 } : undefined,
+      },
+      {
+        measure: `${client}: bulk request latency p99`,
+        value: api.result.latencyMs.p99,
+        unit: 'ms',
+        baseline: bare ? { name: 'bare send p99', value: bare.result.latencyMs.p99 } : undefined,
+      },
     );
     details[client] = { ingestApi: api, bareProducer: bare, serverMetrics };
   }
@@ -49,7 +70,7 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
     details,
     notes: [
       `${concurrency} closed-loop clients, 100 events per request; about half the events carry a contact from a pool of 20,000 per shop (19,000 of them already stored, analysed), a third are keyed by remote_id; 8 shops.`,
-      'ingest-api ran alone in its own process (LOG_LEVEL as given, KAFKA_CLIENT as named); the load came from another process; each adapter\'s bare producer ran right after it.',
+      "ingest-api ran alone in its own process (LOG_LEVEL as given, KAFKA_CLIENT as named); the load came from another process; each adapter's bare producer ran right after it.",
       ...skipped.map((s) => `Skipped ${s.client}: ${s.reason}.`),
     ],
   };

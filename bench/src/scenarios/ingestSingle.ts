@@ -15,7 +15,16 @@ export const OFFERED_RATES = [500, 1_000, 2_000];
 export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
   const concurrency = b.opts.concurrency ?? 64;
   const contacts = await b.seedContacts();
-  const closedLoad = (baseUrl: string, seed: string) => ({ mode: 'closed' as const, baseUrl, seed: `${seed}-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency, bulkSize: 1 });
+  const closedLoad = (baseUrl: string, seed: string) => ({
+    mode: 'closed' as const,
+    baseUrl,
+    seed: `${seed}-${Date.now()}`,
+    durationMs: b.opts.durationMs,
+    warmupMs: b.opts.warmupMs,
+    shops: b.shops,
+    concurrency,
+    bulkSize: 1,
+  });
 
   const bareApp = spawnChild('bare-express', 'bareExpress.ts');
   let bare;
@@ -38,13 +47,34 @@ export async function ingestSingle(b: Bench): Promise<ScenarioResult> {
     const rps = sat.result.requestsPerSecond;
     const ratio = rps / Math.max(1, bareRps);
     rows.push(
-      { measure: `${client}: single ingest at saturation`, value: rps, unit: 'req/s', baseline: { name: 'bare express', value: bareRps }, ratio, budget: { text: '>= 3,000 req/s', met: rps >= 3_000 } },
+      {
+        measure: `${client}: single ingest at saturation`,
+        value: rps,
+        unit: 'req/s',
+        baseline: { name: 'bare express', value: bareRps },
+        ratio,
+        budget: { text: '>= 3,000 req/s', met: rps >= 3_000 },
+      },
       { measure: `${client}: ratio to bare express`, value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 0.5', met: ratio >= 0.5 } },
-      { measure: `${client}: CPU per request at saturation`, value: Number(((1000 * (sat.cpu.processes.server ?? 0)) / Math.max(1, rps)).toFixed(3)), unit: 'ms', baseline: { name: 'bare express', value: Number(((1000 * (bare.cpu.processes.server ?? 0)) / Math.max(1, bareRps)).toFixed(3)) } },
+      {
+        measure: `${client}: CPU per request at saturation`,
+        value: Number(((1000 * (sat.cpu.processes.server ?? 0)) / Math.max(1, rps)).toFixed(3)),
+        unit: 'ms',
+        baseline: { name: 'bare express', value: Number(((1000 * (bare.cpu.processes.server ?? 0)) / Math.max(1, bareRps)).toFixed(3)) },
+      },
     );
     for (const rate of OFFERED_RATES) {
       const r = await b.load(
-        { mode: 'open', baseUrl, seed: `open-${client}-${rate}-${Date.now()}`, durationMs: b.opts.durationMs, warmupMs: Math.min(b.opts.warmupMs, 2_000), shops: b.shops, rate, maxConnections: 512 },
+        {
+          mode: 'open',
+          baseUrl,
+          seed: `open-${client}-${rate}-${Date.now()}`,
+          durationMs: b.opts.durationMs,
+          warmupMs: Math.min(b.opts.warmupMs, 2_000),
+          shops: b.shops,
+          rate,
+          maxConnections: 512,
+        },
         { server: child },
       );
       phases[`open${rate}`] = r;

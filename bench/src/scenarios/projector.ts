@@ -25,7 +25,7 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   const producer = b.kafka('bench-prefill').producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   const fillStart = performance.now();
-  for (let sent = 0; sent < total; ) {
+  for (let sent = 0; sent < total;) {
     const n = Math.min(500, total - sent);
     const messages = [];
     for (let i = 0; i < n; i++) {
@@ -88,9 +88,22 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   return {
     scenario: 'projector',
     rows: [
-      { measure: 'activity projector', value: rate, unit: 'events/s', baseline: { name: baselineName, value: baselineRate }, ratio, budget: { text: '>= 15,000 events/s', met: rate >= 15_000 } },
+      {
+        measure: 'activity projector',
+        value: rate,
+        unit: 'events/s',
+        baseline: { name: baselineName, value: baselineRate },
+        ratio,
+        budget: { text: '>= 15,000 events/s', met: rate >= 15_000 },
+      },
       { measure: 'ratio to the best bare write', value: Number(ratio.toFixed(2)), unit: 'x', budget: { text: '>= 1', met: ratio >= 1 } },
-      { measure: 'bare multi-row insert', value: best(bare.insert), unit: 'rows/s', baseline: { name: 'bare COPY', value: best(bare.copy) }, ratio: best(bare.insert) / best(bare.copy) },
+      {
+        measure: 'bare multi-row insert',
+        value: best(bare.insert),
+        unit: 'rows/s',
+        baseline: { name: 'bare COPY', value: best(bare.copy) },
+        ratio: best(bare.insert) / best(bare.copy),
+      },
       { measure: 'projector CPU per 1,000 events', value: Number(((1e6 * (cpu.processes.projector ?? 0)) / Math.max(1, rate)).toFixed(1)), unit: 'ms' },
       { measure: 'all metric events published', value: Number(((metricsDoneAt - firstAt) / 1000).toFixed(2)), unit: 's after the first row' },
     ],

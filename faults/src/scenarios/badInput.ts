@@ -1,6 +1,16 @@
 import http from 'node:http';
 import net from 'node:net';
-import { compressionBombs, NoAnswerError, operationsOf, problemsOf, rawEdgeCases, sampleRequests, send, sendRaw, validEvent } from '@shopstream/testkit/badInput';
+import {
+  compressionBombs,
+  NoAnswerError,
+  operationsOf,
+  problemsOf,
+  rawEdgeCases,
+  sampleRequests,
+  send,
+  sendRaw,
+  validEvent,
+} from '@shopstream/testkit/badInput';
 import { memoryOf, startAllInOne } from '../allInOne.js';
 import type { Context, Figures, Scenario } from '../types.js';
 
@@ -87,7 +97,8 @@ export const badInput: Scenario = {
           }
         } catch (e) {
           status = e instanceof NoAnswerError && e.code === 'TIMEOUT' ? 'no answer (30 s)' : 'connection broken';
-          if (noAnswer.length < 50) noAnswer.push(`${r.method} ${r.path.slice(0, 150)} [${r.tags.join(',')}]: ${String(e instanceof Error ? e.message : e).slice(0, 200)}`);
+          if (noAnswer.length < 50)
+            noAnswer.push(`${r.method} ${r.path.slice(0, 150)} [${r.tags.join(',')}]: ${String(e instanceof Error ? e.message : e).slice(0, 200)}`);
         }
         const ms = Date.now() - t;
         slowest = Math.max(slowest, ms);
@@ -134,22 +145,43 @@ export const badInput: Scenario = {
 
     // Still up: the process alive, /readyz 200, and a good event accepted.
     const alive = service.process.exitCode === null && service.process.signalCode === null;
-    const readyz = await fetch(`${service.baseUrl}/readyz`, { signal: AbortSignal.timeout(5_000) }).then((r) => r.status, () => 0);
-    const good = await fetch(`${service.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: JSON.stringify(validEvent()), signal: AbortSignal.timeout(10_000) }).then((r) => r.status, () => 0);
+    const readyz = await fetch(`${service.baseUrl}/readyz`, { signal: AbortSignal.timeout(5_000) }).then(
+      (r) => r.status,
+      () => 0,
+    );
+    const good = await fetch(`${service.baseUrl}/v2026-04/events/`, {
+      method: 'POST',
+      headers: shop.headers,
+      body: JSON.stringify(validEvent()),
+      signal: AbortSignal.timeout(10_000),
+    }).then(
+      (r) => r.status,
+      () => 0,
+    );
     const mem = memoryOf(pid);
 
-    const fiveXX = Object.entries(statuses).filter(([s]) => /^5\d\d$/.test(s)).reduce((n, [, c]) => n + c, 0);
+    const fiveXX = Object.entries(statuses)
+      .filter(([s]) => /^5\d\d$/.test(s))
+      .reduce((n, [, c]) => n + c, 0);
     const silent = (statuses['no answer (30 s)'] ?? 0) + (statuses['connection broken'] ?? 0);
     const leastTried = Math.min(...operations.map((o) => Object.values(byOperation[`${o.method} ${o.path}`] ?? {}).reduce((a, b) => a + b, 0)));
     const slowBad = slowResults.filter((s) => !s.ok);
-    const statusText = (m: Record<string, number>) => Object.entries(m).sort(([a], [b]) => a.localeCompare(b)).map(([s, n]) => `${s}: ${n.toLocaleString('en-US')}`).join(', ');
+    const statusText = (m: Record<string, number>) =>
+      Object.entries(m)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([s, n]) => `${s}: ${n.toLocaleString('en-US')}`)
+        .join(', ');
     const crashed = !alive || readyz !== 200 || good !== 202;
     return {
       versions: stack.versions,
       rows: [
         { measure: 'requests sent', value: sent, goal: { text: `≥ ${total.toLocaleString('en-US')}`, met: sent >= total } },
         { measure: 'generated (fast-check)', value: total },
-        { measure: 'operations of /openapi.json tried', value: `${Object.keys(byOperation).length} of ${operations.length}, each ≥ ${leastTried} times`, goal: { text: 'all', met: operations.every((o) => byOperation[`${o.method} ${o.path}`]) } },
+        {
+          measure: 'operations of /openapi.json tried',
+          value: `${Object.keys(byOperation).length} of ${operations.length}, each ≥ ${leastTried} times`,
+          goal: { text: 'all', met: operations.every((o) => byOperation[`${o.method} ${o.path}`]) },
+        },
         { measure: 'raw requests (of them)', value: `${raw.length} cases × ${rounds}` },
         { measure: 'answers by status', value: statusText(statuses) },
         { measure: '5xx', value: fiveXX, goal: { text: '0', met: fiveXX === 0 } },
@@ -158,7 +190,11 @@ export const badInput: Scenario = {
         { measure: 'no answer or connection reset', value: silent, goal: { text: '0', met: silent === 0 } },
         { measure: 'reset after a 413 for a body past the limit', value: resetTolerated, unit: '(the client still writing: allowed)' },
         { measure: 'slowest answer', value: Number((slowest / 1000).toFixed(2)), unit: 's' },
-        { measure: 'slow clients ended by the server in time', value: `${slowResults.length - slowBad.length} of ${slowResults.length}`, goal: { text: `all, 408 in the envelope within the limit + ${SLACK_MS / 1000} s`, met: slowBad.length === 0 } },
+        {
+          measure: 'slow clients ended by the server in time',
+          value: `${slowResults.length - slowBad.length} of ${slowResults.length}`,
+          goal: { text: `all, 408 in the envelope within the limit + ${SLACK_MS / 1000} s`, met: slowBad.length === 0 },
+        },
         { measure: 'slow clients: longest held past the limit', value: Math.max(...slowResults.map((r) => r.overS)), unit: 's' },
         { measure: 'server RSS before / peak (VmHWM)', value: `${memBefore?.rssMiB ?? '?'} / ${mem?.peakMiB ?? '?'}`, unit: 'MiB' },
         { measure: 'crashes (process gone, /readyz not 200, a good event not 202)', value: crashed ? 1 : 0, goal: { text: '0', met: !crashed } },
@@ -248,17 +284,31 @@ async function slowClients(baseUrl: string, shop: { shopId: string; key: string 
     // The request line and some headers, then nothing more.
     runs.push(one('half-sent headers', HEADERS_TIMEOUT_MS, (s) => void s.write(head), true));
     // Headers one byte a second.
-    runs.push(one('headers at a byte a second', HEADERS_TIMEOUT_MS, (s) => {
-      // The limit counts from the first byte: it goes at once.
-      let i = 0;
-      s.write(head[i++]);
-      return setInterval(() => s.write(head[i++ % head.length]), 1_000);
-    }, true));
+    runs.push(
+      one(
+        'headers at a byte a second',
+        HEADERS_TIMEOUT_MS,
+        (s) => {
+          // The limit counts from the first byte: it goes at once.
+          let i = 0;
+          s.write(head[i++]);
+          return setInterval(() => s.write(head[i++ % head.length]), 1_000);
+        },
+        true,
+      ),
+    );
     // The whole head, then a 1,000-byte body at a byte a second.
-    runs.push(one('body at a byte a second', REQUEST_TIMEOUT_MS, (s) => {
-      s.write(`${head}Content-Length: 1000\r\n\r\n`);
-      return setInterval(() => s.write(' '), 1_000);
-    }, true));
+    runs.push(
+      one(
+        'body at a byte a second',
+        REQUEST_TIMEOUT_MS,
+        (s) => {
+          s.write(`${head}Content-Length: 1000\r\n\r\n`);
+          return setInterval(() => s.write(' '), 1_000);
+        },
+        true,
+      ),
+    );
     // Connected, nothing sent.
     runs.push(one('connected, nothing sent', HEADERS_TIMEOUT_MS, () => undefined, false));
   }

@@ -43,7 +43,8 @@ const alive = (pid: number) => {
  */
 export const brokerOutage: Scenario = {
   name: 'broker-outage',
-  description: 'broker killed -9 for 20 s under 1,000 events/s (half single, half in bulks of 10), restarted on its data: 2xx or 503 + Retry-After only, nothing lost, projectors back within 10 s',
+  description:
+    'broker killed -9 for 20 s under 1,000 events/s (half single, half in bulks of 10), restarted on its data: 2xx or 503 + Retry-After only, nothing lost, projectors back within 10 s',
   async run(ctx: Context): Promise<Figures> {
     // Events per second, half of them as single requests and half in bulk requests of BULK: 1,000 single
     // requests/s is more than this 2-core machine holds with the harness, three services, the broker and
@@ -181,7 +182,9 @@ export const brokerOutage: Scenario = {
         const ok = res.statusCode === (bulk ? 200 : 202);
         if (ok) {
           // A bulk answer is per event: each success is an accepted event; an error item would be the test's own bad event.
-          const ids: (string | undefined)[] = bulk ? parsed.results.map((r: any) => (r.status === 'success' ? r.event.activity_id : undefined)) : [parsed.activity_id];
+          const ids: (string | undefined)[] = bulk
+            ? parsed.results.map((r: any) => (r.status === 'success' ? r.event.activity_id : undefined))
+            : [parsed.activity_id];
           ids.forEach((id, k) => {
             if (id === undefined) return void bulkItemErrors++;
             accepted.push(id);
@@ -231,7 +234,9 @@ export const brokerOutage: Scenario = {
     let answered = 0;
     const progressLog = setInterval(() => {
       answered = Object.values(statuses).reduce((a, n) => a + n, 0);
-      ctx.log(`${phase}: ${sent} sent, ${answered} answered (${accepted.length} events accepted), ${inflight.size} open, ${notSent} not sent; event loop delay max ${(loopDelay.max / 1e6).toFixed(0)} ms`);
+      ctx.log(
+        `${phase}: ${sent} sent, ${answered} answered (${accepted.length} events accepted), ${inflight.size} open, ${notSent} not sent; event loop delay max ${(loopDelay.max / 1e6).toFixed(0)} ms`,
+      );
       loopDelay.reset();
     }, 5_000);
     ctx.defer(() => clearInterval(progressLog));
@@ -256,7 +261,9 @@ export const brokerOutage: Scenario = {
     const startedByLog = brokerStartedAt(path.join(first.runDir!, 'broker.log'), spawnedAt);
     probeBackAt = backAt;
     if (startedByLog !== undefined && startedByLog < backAt) backAt = startedByLog;
-    ctx.log(`broker answering the probe ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`);
+    ctx.log(
+      `broker answering the probe ${((backAt - spawnedAt) / 1000).toFixed(1)} s after its start, coordinators ready after ${((warmAt - spawnedAt) / 1000).toFixed(1)} s; pid ${second.pid}`,
+    );
     brokerWarmMs = warmAt - spawnedAt;
     await new Promise((r) => setTimeout(r, afterMs));
     loadOn = false;
@@ -296,8 +303,12 @@ export const brokerOutage: Scenario = {
     };
     const proj = resumed('activity-projector');
     const match = resumed('flow-matcher');
-    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
-    const others = Object.entries(statuses).filter(([s]) => s !== '202' && s !== '200' && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const fiveHundreds = Object.entries(statuses)
+      .filter(([s]) => /^5/.test(s) && s !== '503')
+      .reduce((a, [, n]) => a + n, 0);
+    const others = Object.entries(statuses)
+      .filter(([s]) => s !== '202' && s !== '200' && s !== '503')
+      .reduce((a, [, n]) => a + n, 0);
     const ingestBack = first202AfterSpawn ? { fromServing: Math.max(0, first202AfterSpawn - backAt), fromStart: first202AfterSpawn - spawnedAt } : undefined;
     const sec = (ms: number | undefined) => (ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)));
     const within = (ms: number | undefined, limit: number) => ms !== undefined && ms <= limit;
@@ -306,8 +317,16 @@ export const brokerOutage: Scenario = {
     return {
       versions: { kafka: first.version, postgres: pgVersion },
       rows: [
-        { measure: 'load asked', value: eventRate, unit: `events/s: ${rate} requests/s, per ${2 * BULK} events ${BULK} single and one bulk of ${BULK} (keyed and unkeyed, with and without a contact)` },
-        { measure: 'load held', value: Math.round(sentEvents / ((loadEndedAt - loadStartedAt) / 1000)), unit: `events/s sent on average (${Math.round(sent / ((loadEndedAt - loadStartedAt) / 1000))} requests/s)` },
+        {
+          measure: 'load asked',
+          value: eventRate,
+          unit: `events/s: ${rate} requests/s, per ${2 * BULK} events ${BULK} single and one bulk of ${BULK} (keyed and unkeyed, with and without a contact)`,
+        },
+        {
+          measure: 'load held',
+          value: Math.round(sentEvents / ((loadEndedAt - loadStartedAt) / 1000)),
+          unit: `events/s sent on average (${Math.round(sent / ((loadEndedAt - loadStartedAt) / 1000))} requests/s)`,
+        },
         { measure: 'not sent (this process at its in-flight cap)', value: notSent },
         { measure: 'fault', value: `broker killed -9 for ${outageMs / 1000} s, restarted on its data`, unit: '' },
         { measure: 'broker serving again after its start', value: sec(backAt - spawnedAt), unit: 's' },
@@ -315,15 +334,33 @@ export const brokerOutage: Scenario = {
         { measure: 'requests sent', value: sent, unit: `(${sentEvents} events)` },
         { measure: 'accepted', value: accepted.length, unit: 'events (202, or success in a bulk answer 200)' },
         { measure: 'bulk items answered error', value: bulkItemErrors, goal: { text: '0', met: bulkItemErrors === 0 } },
-        { measure: 'answers by status', value: Object.entries(statuses).sort().map(([s, n]) => `${s}: ${n}`).join(', ') },
+        {
+          measure: 'answers by status',
+          value: Object.entries(statuses)
+            .sort()
+            .map(([s, n]) => `${s}: ${n}`)
+            .join(', '),
+        },
         { measure: 'answers other than 202 (single), 200 (bulk) and 503', value: others, goal: { text: '0', met: others === 0 } },
         { measure: '5xx other than 503', value: fiveHundreds, goal: { text: '0', met: fiveHundreds === 0 } },
         { measure: '503 without Retry-After', value: without503RetryAfter, goal: { text: '0', met: without503RetryAfter === 0 } },
         { measure: 'answers outside the error envelope', value: outsideEnvelope, goal: { text: '0', met: outsideEnvelope === 0 } },
         { measure: 'slowest answer', value: Number((maxLatencyMs / 1000).toFixed(2)), unit: 's' },
-        { measure: 'ingest 2xx again after the broker returned', value: withStart(ingestBack), goal: { text: '≤ 5 s', met: within(ingestBack?.fromServing, 5_000) } },
-        { measure: 'activity-projector applying again after the broker returned', value: withStart(proj), goal: { text: '≤ 10 s', met: within(proj.fromServing, 10_000) } },
-        { measure: 'flow-matcher applying again after the broker returned', value: withStart(match), goal: { text: '≤ 10 s', met: within(match.fromServing, 10_000) } },
+        {
+          measure: 'ingest 2xx again after the broker returned',
+          value: withStart(ingestBack),
+          goal: { text: '≤ 5 s', met: within(ingestBack?.fromServing, 5_000) },
+        },
+        {
+          measure: 'activity-projector applying again after the broker returned',
+          value: withStart(proj),
+          goal: { text: '≤ 10 s', met: within(proj.fromServing, 10_000) },
+        },
+        {
+          measure: 'flow-matcher applying again after the broker returned',
+          value: withStart(match),
+          goal: { text: '≤ 10 s', met: within(match.fromServing, 10_000) },
+        },
         {
           measure: 'projection caught up after the load ended',
           value: caughtUpAt === undefined ? 'never (120 s)' : sec(Math.max(0, caughtUpAt - loadEndedAt)),
@@ -358,14 +395,23 @@ export const brokerOutage: Scenario = {
         caughtUpAfterBrokerMs: caughtUpAt === undefined ? null : caughtUpAt - backAt,
         progress: progress
           .filter((s) => s.at >= killedAt - 2_000 && s.at <= backAt + 60_000)
-          .filter((s, i, a) => i === 0 || s.offsets['activity-projector'] !== a[i - 1].offsets['activity-projector'] || s.offsets['flow-matcher'] !== a[i - 1].offsets['flow-matcher'])
-          .map((s) => ({ t: s.at - backAt, ...s.offsets, firstWrite: Object.fromEntries(Object.entries(s.written).map(([g, w]) => [g, Math.min(...w) - backAt])) })),
+          .filter(
+            (s, i, a) =>
+              i === 0 ||
+              s.offsets['activity-projector'] !== a[i - 1].offsets['activity-projector'] ||
+              s.offsets['flow-matcher'] !== a[i - 1].offsets['flow-matcher'],
+          )
+          .map((s) => ({
+            t: s.at - backAt,
+            ...s.offsets,
+            firstWrite: Object.fromEntries(Object.entries(s.written).map(([g, w]) => [g, Math.min(...w) - backAt])),
+          })),
       },
       notes: [
         `Load from the harness process at ${eventRate} events/s, open loop: per ${2 * BULK} events, ${BULK} single requests and one bulk request of ${BULK} (${rate} requests/s; a quarter of the events each keyed with a remote_id or not, with a contact or not), each request with a 15 s timeout; ingest-api, activity-projector and flow-matcher as separate processes on their own broker and PostgreSQL.`,
         'The broker is one KRaft node killed with SIGKILL and started again on its data at the same ports. Between its JVM start and serving, the restarted broker waits out its own old registration (DUPLICATE_BROKER_REGISTRATION until broker.session.timeout.ms, 9 s, ran out), as any broker restarted after a kill does; its group coordinator then loads the groups before consumers can join.',
-        'The flow-matcher consumes the metric events the activity-projector emits, so its first record after the return comes after the projector applied again and relayed its outbox: its time includes the projector\'s.',
-        'A projector applies again at the first write of its checkpoint (projection_offsets.updated_at, the applying transaction\'s time) that moves it past where it stood when the broker was started; the broker\'s return is the "Kafka Server started" line of its own log (or the harness\'s metadata probe, if that answered first). Times from the database\'s and the broker\'s clocks, so a stalled harness does not stretch them; the first 2xx is when the harness received it.',
+        "The flow-matcher consumes the metric events the activity-projector emits, so its first record after the return comes after the projector applied again and relayed its outbox: its time includes the projector's.",
+        "A projector applies again at the first write of its checkpoint (projection_offsets.updated_at, the applying transaction's time) that moves it past where it stood when the broker was started; the broker's return is the \"Kafka Server started\" line of its own log (or the harness's metadata probe, if that answered first). Times from the database's and the broker's clocks, so a stalled harness does not stretch them; the first 2xx is when the harness received it.",
       ],
     };
   },

@@ -68,7 +68,13 @@ function codeLoadMs(repoRoot: string, name: string): Promise<number | undefined>
     const child = spawn(
       process.execPath,
       fromSource
-        ? ['--conditions=@shopstream/source', '--import', 'tsx', '-e', `import('./services/${name}/src/index.ts').then(() => process.exit(0), () => process.exit(1))`]
+        ? [
+            '--conditions=@shopstream/source',
+            '--import',
+            'tsx',
+            '-e',
+            `import('./services/${name}/src/index.ts').then(() => process.exit(0), () => process.exit(1))`,
+          ]
         : ['--input-type=module', '-e', `import('./services/${name}/dist/index.js').then(() => process.exit(0), () => process.exit(1))`],
       { cwd: repoRoot, stdio: 'ignore' },
     );
@@ -109,7 +115,8 @@ async function readTopic(brokers: string[], topic: string): Promise<any[]> {
 
 export const crash: Scenario = {
   name: 'crash',
-  description: 'each service killed -9 at random moments under mixed load and restarted: nothing accepted lost or doubled, ingest back ≤ 5 s, projectors ≤ 10 s',
+  description:
+    'each service killed -9 at random moments under mixed load and restarted: nothing accepted lost or doubled, ingest back ≤ 5 s, projectors ≤ 10 s',
   async run(ctx: Context): Promise<Figures> {
     const quick = ctx.opts.quick;
     const killsPerService = quick ? 3 : 20;
@@ -167,7 +174,9 @@ export const crash: Scenario = {
     }
     // The matcher reloads its flows every FLOW_REFRESH_MS (2 s) and before a batch newer than its index.
     await sleep(2_500);
-    ctx.log(`services ready, ${flows.length} flows created; load starts: ${rate.toFixed(0)} events/s for ${loadMs / 1000} s, ${killsPerService} kills per service`);
+    ctx.log(
+      `services ready, ${flows.length} flows created; load starts: ${rate.toFixed(0)} events/s for ${loadMs / 1000} s, ${killsPerService} kills per service`,
+    );
 
     // ---- the event load ----
     const runTag = randomBytes(4).toString('hex');
@@ -331,7 +340,13 @@ export const crash: Scenario = {
       ];
       if (ctx.random() < 0.3) {
         const later = new Date(convBase + n * 200 + 100).toISOString();
-        records.push(convRecord({ type: 'conversation.upserted', shop_id: shopId, conversation: { ...conv, updated_at: later, status: 'pending', resolution: 'soft', resolved_at: later } }));
+        records.push(
+          convRecord({
+            type: 'conversation.upserted',
+            shop_id: shopId,
+            conversation: { ...conv, updated_at: later, status: 'pending', resolution: 'soft', resolved_at: later },
+          }),
+        );
       }
       try {
         await producer.send({ topic: topics.conversations, acks: -1, messages: records });
@@ -444,8 +459,8 @@ export const crash: Scenario = {
       try {
         k.recoveredMs = await until(
           async () => {
-            if ((await lastCheckpoint(GROUP[name])) > spawnedAt) return (k.recoveredBy = 'checkpoint'), true;
-            if (k.listeningMs !== undefined && (await atEnd(GROUP[name], SOURCE[name]))) return (k.recoveredBy = 'joined, nothing to read'), true;
+            if ((await lastCheckpoint(GROUP[name])) > spawnedAt) return ((k.recoveredBy = 'checkpoint'), true);
+            if (k.listeningMs !== undefined && (await atEnd(GROUP[name], SOURCE[name]))) return ((k.recoveredBy = 'joined, nothing to read'), true);
             return false;
           },
           120_000,
@@ -477,11 +492,10 @@ export const crash: Scenario = {
       const svc = start(p.service);
       Object.assign(k, { newPid: svc.process.pid, logFile: svc.logFile, spawnedAt });
       kills.push(k);
-      ctx.log(`killed ${p.service} (pid ${k.pid}) at ${k.atS} s${k.deferredMs > 100 ? ` (${sec(k.deferredMs)} s late)` : ''}; started again as pid ${svc.process.pid}`);
-      const r = Promise.all([
-        p.service === 'ingest-api' ? recoverIngest(k, spawnedAt, svc) : recoverProjector(k, spawnedAt),
-        listening(k, spawnedAt, svc),
-      ]);
+      ctx.log(
+        `killed ${p.service} (pid ${k.pid}) at ${k.atS} s${k.deferredMs > 100 ? ` (${sec(k.deferredMs)} s late)` : ''}; started again as pid ${svc.process.pid}`,
+      );
+      const r = Promise.all([p.service === 'ingest-api' ? recoverIngest(k, spawnedAt, svc) : recoverProjector(k, spawnedAt), listening(k, spawnedAt, svc)]);
       recovering.set(p.service, r);
       recoveries.push(r.then(() => undefined));
     }
@@ -508,7 +522,9 @@ export const crash: Scenario = {
       const [a] = await owner.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ${shopId} AND id = ANY(${acceptedIds}::uuid[])`);
       const [t] = await owner.query(sql`SELECT count(*)::int AS n FROM flow_triggers WHERE shop_id = ${shopId} AND activity_id = ANY(${acceptedIds}::uuid[])`);
       const [c] = await owner.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shopId} AND id = ANY(${convIds}::uuid[])`);
-      const [m] = await owner.query(sql`SELECT count(*)::int AS n FROM conversation_messages WHERE shop_id = ${shopId} AND conversation_id = ANY(${convIds}::uuid[])`);
+      const [m] = await owner.query(
+        sql`SELECT count(*)::int AS n FROM conversation_messages WHERE shop_id = ${shopId} AND conversation_id = ANY(${convIds}::uuid[])`,
+      );
       return { activities: Number(a.n), triggers: Number(t.n), conversations: Number(c.n), messages: Number(m.n) };
     };
     let caughtUpMs: number | undefined;
@@ -552,11 +568,15 @@ export const crash: Scenario = {
     }));
     const timeline = new Map<string, string[]>();
     for (const r of timelineRows) timeline.set(r.activity_id, [...(timeline.get(r.activity_id) ?? []), r.contact_id]);
-    const triggerRows = await queryRows(owner, sql`SELECT flow_id::text, metric_event_id::text, activity_id::text FROM flow_triggers WHERE shop_id = ${shopId}`, (r) => ({
-      flow_id: String(r.flow_id),
-      metric_event_id: String(r.metric_event_id),
-      activity_id: String(r.activity_id),
-    }));
+    const triggerRows = await queryRows(
+      owner,
+      sql`SELECT flow_id::text, metric_event_id::text, activity_id::text FROM flow_triggers WHERE shop_id = ${shopId}`,
+      (r) => ({
+        flow_id: String(r.flow_id),
+        metric_event_id: String(r.metric_event_id),
+        activity_id: String(r.activity_id),
+      }),
+    );
     const triggersOf = new Map<string, string[]>();
     const triggerKeys = new Map<string, number>();
     for (const r of triggerRows) {
@@ -708,7 +728,9 @@ export const crash: Scenario = {
         goal: { text: '≤ 10 s from process start', met: max !== undefined && max <= 10_000 },
       };
     });
-    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const fiveHundreds = Object.entries(statuses)
+      .filter(([s]) => /^5/.test(s) && s !== '503')
+      .reduce((a, [, n]) => a + n, 0);
     const ingestMax = ingestBackMs.length === ingestBack.length && ingestBackMs.length > 0 ? Math.max(...ingestBackMs) : undefined;
     const abandoned = sent.filter((s) => s.abandoned && s.activityId === undefined).length;
     const killsBy = Object.fromEntries(KILLED.map((n) => [n, kills.filter((k) => k.service === n).length]));
@@ -728,7 +750,13 @@ export const crash: Scenario = {
         { measure: 'conversations published (with messages)', value: `${conversations.size} (${messageCount} messages)` },
         { measure: 'kills (-9) per service', value: KILLED.map((n) => `${n} ${killsBy[n]}`).join(', ') },
         { measure: 'HTTP requests (with retries)', value: `${requests} (${retries} retries)` },
-        { measure: 'answers by status', value: Object.entries(statuses).sort().map(([s, n]) => `${s}: ${n}`).join(', ') },
+        {
+          measure: 'answers by status',
+          value: Object.entries(statuses)
+            .sort()
+            .map(([s, n]) => `${s}: ${n}`)
+            .join(', '),
+        },
         { measure: '5xx other than 503', value: fiveHundreds, goal: { text: '0', met: fiveHundreds === 0 } },
         { measure: 'lost (accepted, no activity)', value: lost, goal: { text: '0', met: lost === 0 } },
         { measure: 'doubled (an event stored twice, or twice on a timeline)', value: doubled, goal: { text: '0', met: doubled === 0 } },
@@ -748,7 +776,11 @@ export const crash: Scenario = {
           value: `${triggersMissing}, ${triggersUnexpected} (of ${expectedTriggers} expected)`,
           goal: { text: '0, 0', met: triggersMissing === 0 && triggersUnexpected === 0 },
         },
-        { measure: 'duplicate triggers (database, topic)', value: `${duplicateTriggersDb}, ${duplicateTriggersTopic}`, goal: { text: '0', met: duplicateTriggers === 0 } },
+        {
+          measure: 'duplicate triggers (database, topic)',
+          value: `${duplicateTriggersDb}, ${duplicateTriggersTopic}`,
+          goal: { text: '0', met: duplicateTriggers === 0 },
+        },
         {
           measure: 'conversations not exported, exported twice, messages wrong',
           value: `${convMissing}, ${convTwice}, ${messagesWrong}${exportFailure ? ` (export failed: ${exportFailure})` : ''}`,
@@ -789,7 +821,7 @@ export const crash: Scenario = {
         `Load from the harness process, open loop at ${rate.toFixed(0)} events/s: ${Math.round(singleShare * 100)}% as single POSTs, the rest in bulk POSTs of 1 to 100 events; 40% placed_order, 30% viewed_product, 30% clicked_link (no flow); half keyed (remote_id), half with a contact (2,000 emails).`,
         `A failed request is sent again with the same body (same remote_id) when its events are keyed, or when it surely recorded nothing (connection refused, 503); an unkeyed event whose request was cut is not sent again and counts as not accepted.`,
         `Kills: ${kills.length} in ${slotMs / 1000} s slots (one per slot, at a random moment in its first half, the services in a seeded random order), each \`kill -9\` followed at once by a new process on the same port. query-api (flows, export) runs beside and is not killed.`,
-        'Ingest back: from the new process\'s spawn to the first 202 of a probe sent every 100 ms. A projector processing again: from the spawn to the first checkpoint it writes (projection_offsets.updated_at), or, when its upstream is down too, to its joining the group (it listens only then) with its checkpoints at the end of its topic.',
+        "Ingest back: from the new process's spawn to the first 202 of a probe sent every 100 ms. A projector processing again: from the spawn to the first checkpoint it writes (projection_offsets.updated_at), or, when its upstream is down too, to its joining the group (it listens only then) with its checkpoints at the end of its topic.",
         `Conversations: ${totalConversations} published to the conversations topic (as \`pnpm cli conversations import\` does) at a steady rate during the load, 30% of them upserted twice; then the export read page by page over their window.`,
       ],
     };

@@ -55,7 +55,8 @@ export const crossShop: Scenario = {
         const leak = revealsOrChanges(t, r, A);
         if (leak) leaks.push(leak);
         const code = r.body?.error?.code as string | undefined;
-        if (r.status !== t.expected.status || (t.expected.code !== undefined && code !== t.expected.code)) unexpected.push(`${t.kind} ${t.method} ${t.path}: ${r.status} ${code ?? ''} (expected ${t.expected.status} ${t.expected.code ?? ''})`);
+        if (r.status !== t.expected.status || (t.expected.code !== undefined && code !== t.expected.code))
+          unexpected.push(`${t.kind} ${t.method} ${t.path}: ${r.status} ${code ?? ''} (expected ${t.expected.status} ${t.expected.code ?? ''})`);
       }
     }
     // Control: the reads of the foreign-key attempts (A's ids, A's shop), by A itself, do reveal A's data (so the check above can fail).
@@ -68,7 +69,11 @@ export const crossShop: Scenario = {
     const after = await snapshot(call, a, A);
     const changed = Object.keys(before).filter((k) => !isDeepStrictEqual(before[k as keyof typeof before], after[k as keyof typeof after]));
     ctx.log(`${tried} attempts; ${leaks.length} leaks, ${unexpected.length} unexpected answers, A's reads changed: ${changed.join(', ') || 'none'}`);
-    const statusText = (m: Record<string, number>) => Object.entries(m).sort(([x], [y]) => x.localeCompare(y)).map(([s, n]) => `${s}: ${n}`).join(', ');
+    const statusText = (m: Record<string, number>) =>
+      Object.entries(m)
+        .sort(([x], [y]) => x.localeCompare(y))
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(', ');
     return {
       versions: stack.versions,
       rows: [
@@ -80,10 +85,31 @@ export const crossShop: Scenario = {
         { measure: 'answers by status', value: statusText(statuses) },
         { measure: "answers revealing or changing A's data", value: leaks.length, goal: { text: '0', met: leaks.length === 0 } },
         { measure: "A's reads changed (before vs after)", value: changed.length, goal: { text: '0', met: changed.length === 0 } },
-        { measure: "control: the same reads by A itself judged revealing", value: `${controlRevealed} of ${reads.length}`, goal: { text: 'all', met: controlRevealed === reads.length } },
-        { measure: 'answers other than expected (403 / 404 / 400 invalid_cursor / 200)', value: unexpected.length, goal: { text: '0', met: unexpected.length === 0 } },
+        {
+          measure: 'control: the same reads by A itself judged revealing',
+          value: `${controlRevealed} of ${reads.length}`,
+          goal: { text: 'all', met: controlRevealed === reads.length },
+        },
+        {
+          measure: 'answers other than expected (403 / 404 / 400 invalid_cursor / 200)',
+          value: unexpected.length,
+          goal: { text: '0', met: unexpected.length === 0 },
+        },
       ],
-      details: { operations, others, tried, control: { reads: reads.length, revealed: controlRevealed }, statuses, byKind, leaks, unexpected, changed, cursors: Object.keys(A.cursors), aIds: A.ids.size, log: stack.service.logFile },
+      details: {
+        operations,
+        others,
+        tried,
+        control: { reads: reads.length, revealed: controlRevealed },
+        statuses,
+        byKind,
+        leaks,
+        unexpected,
+        changed,
+        cursors: Object.keys(A.cursors),
+        aIds: A.ids.size,
+        log: stack.service.logFile,
+      },
       notes: [
         `Shop A: a flow with two triggers, two events with a contact and two without, two conversations, a second flow (${A.ids.size} ids); a second-page cursor of each of its ${Object.keys(A.cursors).length} lists. ${others} other shop${others > 1 ? 's' : ''}, each trying every operation with its key and A's shop id, every operation that takes an id with each of A's ids, every list with A's cursors, its own lists, and an event naming A's contact id as its own.`,
         "A leak is a 2xx to a foreign key, id or cursor, or any answer naming one of A's ids the caller did not send; A's reads (an activity, a timeline, the workspace, the flows, a flow, its triggers, the export) are compared before and after.",
@@ -94,6 +120,11 @@ export const crossShop: Scenario = {
 
 function describeKind(kind: string): string {
   return (
-    { 'foreign-key': "another shop's key, A's shop id", 'foreign-id': "own key, A's ids in the path", 'foreign-cursor': "own key, A's cursors", own: 'own key, own lists (nothing of A)' }[kind] ?? kind
+    {
+      'foreign-key': "another shop's key, A's shop id",
+      'foreign-id': "own key, A's ids in the path",
+      'foreign-cursor': "own key, A's cursors",
+      own: 'own key, own lists (nothing of A)',
+    }[kind] ?? kind
   );
 }

@@ -11,12 +11,4 @@ import { noisyNeighbour } from './noisyNeighbour.js';
  * Every scenario `pnpm faults` knows, in the order a bare `pnpm faults` runs them. To add one: a module in
  * this directory exporting a `Scenario` (see ../types.ts), imported and listed here.
  */
-export const scenarios: Scenario[] = [
-  postgresOutage,
-  brokerOutage,
-  leaderFailover,
-  crash,
-  badInput,
-  crossShop,
-  noisyNeighbour,
-];
+export const scenarios: Scenario[] = [postgresOutage, brokerOutage, leaderFailover, crash, badInput, crossShop, noisyNeighbour];

@@ -76,14 +76,23 @@ export const leaderFailover: Scenario = {
 
     // What the services made of the topic: replicas and min.insync.replicas of `events`.
     const adminOf = (brokers: string[]) =>
-      new Kafka({ clientId: 'faults-leader-failover', brokers, logLevel: logLevel.NOTHING, connectionTimeout: 10_000, requestTimeout: 15_000, retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 } }).admin();
+      new Kafka({
+        clientId: 'faults-leader-failover',
+        brokers,
+        logLevel: logLevel.NOTHING,
+        connectionTimeout: 10_000,
+        requestTimeout: 15_000,
+        retry: { retries: 5, initialRetryTime: 100, maxRetryTime: 1_000 },
+      }).admin();
     const admin = adminOf(cluster.brokers);
     await admin.connect();
     ctx.defer(() => admin.disconnect());
     const topic = 'events';
     const md0 = await retrying(() => admin.fetchTopicMetadata({ topics: [topic] }));
     const replicasPerPartition = [...new Set(md0.topics[0].partitions.map((p) => p.replicas.length))];
-    const described = await retrying(() => admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }] }));
+    const described = await retrying(() =>
+      admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configNames: ['min.insync.replicas'] }] }),
+    );
     const minIsr = described.resources[0].configEntries.find((e) => e.configName === 'min.insync.replicas')?.configValue ?? '?';
     ctx.log(`events: ${md0.topics[0].partitions.length} partitions, replicas ${replicasPerPartition.join('/')}, min.insync.replicas ${minIsr}; load starts`);
     // The services' producer keys by shop with kafkajs' default partitioner: the same one tells each shop's partition.
@@ -112,7 +121,12 @@ export const leaderFailover: Scenario = {
       const sentAt = Date.now();
       let status = 'timeout';
       try {
-        const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, { method: 'POST', headers: headers(shops[shopIdx]), body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+        const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, {
+          method: 'POST',
+          headers: headers(shops[shopIdx]),
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(15_000),
+        });
         status = String(res.status);
         const text = await res.text();
         const parsed = jsonOrUndefined(text);
@@ -164,7 +178,9 @@ export const leaderFailover: Scenario = {
     const coordinatorKilled = offsetsTopic?.topics[0].partitions.some((p) => p.leader === victim) ?? false;
     const killedAt = Date.now();
     await cluster.kill(victim);
-    ctx.log(`killed node ${victim} (-9), leader of events-${busiest.partition} (${busiest.records} records so far; it led partitions ${ledByVictim.join(',')}${coordinatorKilled ? ' and the group coordinator' : ''})`);
+    ctx.log(
+      `killed node ${victim} (-9), leader of events-${busiest.partition} (${busiest.records} records so far; it led partitions ${ledByVictim.join(',')}${coordinatorKilled ? ' and the group coordinator' : ''})`,
+    );
 
     // The partition's new leader, asked of the surviving nodes.
     const survivors = cluster.nodes.filter((n) => n.id !== victim).map((n) => n.broker);
@@ -241,7 +257,9 @@ export const leaderFailover: Scenario = {
     const inLog = new Map<string, { partition: number; offset: string }>();
     const logRecords: Record<number, number> = {};
     {
-      const reader = new Kafka({ clientId: 'faults-leader-failover-reader', brokers: cluster.brokers, logLevel: logLevel.NOTHING }).consumer({ groupId: `faults-reader-${randomUUID()}` });
+      const reader = new Kafka({ clientId: 'faults-leader-failover-reader', brokers: cluster.brokers, logLevel: logLevel.NOTHING }).consumer({
+        groupId: `faults-reader-${randomUUID()}`,
+      });
       await reader.connect();
       await reader.subscribe({ topic, fromBeginning: true });
       const want = new Map(highs.map((h) => [h.partition, Number(h.high)]));
@@ -272,16 +290,29 @@ export const leaderFailover: Scenario = {
       });
       await reader.disconnect().catch(() => undefined);
     }
-    const projectionOffsets = await queryRows(owner, sql`SELECT group_id, partition, next_offset FROM projection_offsets WHERE topic = ${topic} ORDER BY partition`, (r) => ({
-      group: r.group_id,
-      partition: r.partition,
-      next: String(r.next_offset),
-    }));
+    const projectionOffsets = await queryRows(
+      owner,
+      sql`SELECT group_id, partition, next_offset FROM projection_offsets WHERE topic = ${topic} ORDER BY partition`,
+      (r) => ({
+        group: r.group_id,
+        partition: r.partition,
+        next: String(r.next_offset),
+      }),
+    );
     const lostDetail = accepted
       .filter((a) => lostIds.has(a.id))
       .slice(0, 200)
-      .map((a) => ({ id: a.id, partition: a.partition, sent: (a.sentAt - killedAt) / 1000, answered: (a.answeredAt - killedAt) / 1000, inLog: inLog.get(a.id) ?? null }));
-    if (lost > 0) ctx.log(`lost ${lost}: ${inLog.size} of them in the events log; projection offsets ${JSON.stringify(projectionOffsets)}; high watermarks ${JSON.stringify(highs.map((h) => [h.partition, h.high]))}`);
+      .map((a) => ({
+        id: a.id,
+        partition: a.partition,
+        sent: (a.sentAt - killedAt) / 1000,
+        answered: (a.answeredAt - killedAt) / 1000,
+        inLog: inLog.get(a.id) ?? null,
+      }));
+    if (lost > 0)
+      ctx.log(
+        `lost ${lost}: ${inLog.size} of them in the events log; projection offsets ${JSON.stringify(projectionOffsets)}; high watermarks ${JSON.stringify(highs.map((h) => [h.partition, h.high]))}`,
+      );
     const ackedOnVictimBeforeKill = accepted.filter((a) => a.partition === busiest.partition && a.answeredAt <= killedAt);
     const lostOnVictim = ackedOnVictimBeforeKill.filter((a) => lostIds.has(a.id)).length;
     const [tl] = await owner.query(sql`
@@ -290,7 +321,10 @@ export const leaderFailover: Scenario = {
     const [extra] = await owner.query(sql`SELECT count(*)::int AS n FROM activities WHERE shop_id = ANY(${shops}::uuid[]) AND NOT (id = ANY(${ids}::uuid[]))`);
 
     // 202s per second, by answer time: the rate before the kill, and when it was reached again after it.
-    const ok = answers.filter((a) => a.status === '202').map((a) => a.answeredAt).sort((a, b) => a - b);
+    const ok = answers
+      .filter((a) => a.status === '202')
+      .map((a) => a.answeredAt)
+      .sort((a, b) => a - b);
     const count202 = (from: number, to: number) => {
       let lo = 0;
       while (lo < ok.length && ok[lo] < from) lo++;
@@ -319,18 +353,32 @@ export const leaderFailover: Scenario = {
     };
     const statuses = byPhase(0, Infinity);
     const phases = { before: byPhase(0, killedAt), afterKill: byPhase(killedAt, restartAt), afterRestart: byPhase(restartAt, Infinity) };
-    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const fiveHundreds = Object.entries(statuses)
+      .filter(([s]) => /^5/.test(s) && s !== '503')
+      .reduce((a, [, n]) => a + n, 0);
     const timeouts = statuses.timeout ?? 0;
     const after = answers.filter((a) => a.sentAt >= killedAt && a.sentAt < restartAt);
     const sec = (ms: number | undefined) => (ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)));
-    const fmt = (o: Record<string, number>) => Object.entries(o).sort().map(([s, n]) => `${s}: ${n}`).join(', ');
+    const fmt = (o: Record<string, number>) =>
+      Object.entries(o)
+        .sort()
+        .map(([s, n]) => `${s}: ${n}`)
+        .join(', ');
     const notVictim = after.filter((a) => a.partition !== busiest.partition);
     return {
       versions: { kafka: cluster.version, postgres: pgVersion },
       rows: [
         { measure: 'load held', value: rate, unit: `single events/s over ${SHOPS} shops (half from one), a quarter with a contact` },
-        { measure: 'cluster', value: `3 nodes (broker+controller), events: ${md0.topics[0].partitions.length} partitions, ${replicasPerPartition.join('/')} replicas, min.insync.replicas ${minIsr}`, unit: '' },
-        { measure: 'fault', value: `kill -9 of node ${victim}, leader of the busiest events partition (${busiest.partition}) and of ${ledByVictim.length} of ${md0.topics[0].partitions.length}${coordinatorKilled ? ', and the group coordinator' : ''}; load ${afterMs / 1000} s more, then restarted on its data, load ${restartedMs / 1000} s more`, unit: '' },
+        {
+          measure: 'cluster',
+          value: `3 nodes (broker+controller), events: ${md0.topics[0].partitions.length} partitions, ${replicasPerPartition.join('/')} replicas, min.insync.replicas ${minIsr}`,
+          unit: '',
+        },
+        {
+          measure: 'fault',
+          value: `kill -9 of node ${victim}, leader of the busiest events partition (${busiest.partition}) and of ${ledByVictim.length} of ${md0.topics[0].partitions.length}${coordinatorKilled ? ', and the group coordinator' : ''}; load ${afterMs / 1000} s more, then restarted on its data, load ${restartedMs / 1000} s more`,
+          unit: '',
+        },
         { measure: 'requests sent', value: sent, unit: skipped ? `(${skipped} skipped: the harness behind or ${MAX_INFLIGHT} in flight)` : '' },
         { measure: 'answers by status', value: fmt(statuses) },
         { measure: '  before the kill', value: fmt(phases.before) },
@@ -347,13 +395,36 @@ export const leaderFailover: Scenario = {
         { measure: 'doubled (an activity twice on a timeline)', value: Number(tl.doubled), goal: { text: '0', met: Number(tl.doubled) === 0 } },
         { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
         { measure: 'new leader of the busiest partition', value: newLeader === undefined ? 'none' : `node ${newLeader}`, unit: `after ${sec(electedMs)} s` },
-        { measure: 'ingest 202s at the normal rate again after the kill', value: sec(rateBackMs), unit: 's', goal: { text: '≤ 5 s', met: rateBackMs !== undefined && rateBackMs <= 5_000 } },
+        {
+          measure: 'ingest 202s at the normal rate again after the kill',
+          value: sec(rateBackMs),
+          unit: 's',
+          goal: { text: '≤ 5 s', met: rateBackMs !== undefined && rateBackMs <= 5_000 },
+        },
         { measure: 'every request sent from then on answered 202', value: sec(allOkFromMs), unit: 's after the kill' },
-        { measure: 'requests for other partitions not answered 202 after the kill', value: notVictim.filter((a) => a.status !== '202').length, unit: `of ${notVictim.length}` },
-        { measure: 'projector processing again (killed partition)', value: sec(projectedAgainMs), unit: 's after the kill', goal: { text: '≤ 10 s', met: projectedAgainMs !== undefined && projectedAgainMs <= 10_000 } },
+        {
+          measure: 'requests for other partitions not answered 202 after the kill',
+          value: notVictim.filter((a) => a.status !== '202').length,
+          unit: `of ${notVictim.length}`,
+        },
+        {
+          measure: 'projector processing again (killed partition)',
+          value: sec(projectedAgainMs),
+          unit: 's after the kill',
+          goal: { text: '≤ 10 s', met: projectedAgainMs !== undefined && projectedAgainMs <= 10_000 },
+        },
         { measure: 'projector processing again (any partition)', value: sec(projectedAnyAgainMs), unit: 's after the kill' },
-        { measure: 'killed node back in the cluster', value: restartError ? `no: ${restartError}` : sec(restartMs), unit: restartError ? '' : 's after its start' },
-        { measure: 'projection caught up after the load ended', value: sec(caughtUpMs), unit: 's', goal: { text: '≤ 10 s', met: caughtUpMs !== undefined && caughtUpMs <= 10_000 } },
+        {
+          measure: 'killed node back in the cluster',
+          value: restartError ? `no: ${restartError}` : sec(restartMs),
+          unit: restartError ? '' : 's after its start',
+        },
+        {
+          measure: 'projection caught up after the load ended',
+          value: sec(caughtUpMs),
+          unit: 's',
+          goal: { text: '≤ 10 s', met: caughtUpMs !== undefined && caughtUpMs <= 10_000 },
+        },
       ],
       details: {
         rate,
@@ -387,7 +458,10 @@ export const leaderFailover: Scenario = {
         afterKillBins: Array.from({ length: Math.ceil((afterMs + restartedMs) / 500) }, (_, i) => {
           const from = killedAt + i * 500;
           const inBin = answers.filter((a) => a.answeredAt >= from && a.answeredAt < from + 500);
-          return { t: i * 0.5, ...Object.fromEntries(Object.entries(inBin.reduce<Record<string, number>>((o, a) => ((o[a.status] = (o[a.status] ?? 0) + 1), o), {}))) };
+          return {
+            t: i * 0.5,
+            ...Object.fromEntries(Object.entries(inBin.reduce<Record<string, number>>((o, a) => ((o[a.status] = (o[a.status] ?? 0) + 1), o), {}))),
+          };
         }),
       },
       notes: [

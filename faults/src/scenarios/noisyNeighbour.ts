@@ -57,7 +57,11 @@ async function loopAndGc(base: string): Promise<{ lagP99Ms: number; lagMaxMs: nu
   const text = await (await fetch(`${base}/metrics`, { signal: AbortSignal.timeout(5_000) })).text();
   const one = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(text)?.[1] ?? NaN);
   const gcSeconds = [...text.matchAll(/^nodejs_gc_duration_seconds_sum\{[^}]*\} (\S+)$/gm)].reduce((a, m) => a + Number(m[1]), 0);
-  return { lagP99Ms: round(one('nodejs_eventloop_lag_p99_seconds') * 1000, 2), lagMaxMs: round(one('nodejs_eventloop_lag_max_seconds') * 1000, 2), gcSeconds: round(gcSeconds, 3) };
+  return {
+    lagP99Ms: round(one('nodejs_eventloop_lag_p99_seconds') * 1000, 2),
+    lagMaxMs: round(one('nodejs_eventloop_lag_max_seconds') * 1000, 2),
+    gcSeconds: round(gcSeconds, 3),
+  };
 }
 
 /**
@@ -69,7 +73,8 @@ async function loopAndGc(base: string): Promise<{ lagP99Ms: number; lagMaxMs: nu
  */
 export const noisyNeighbour: Scenario = {
   name: 'noisy-neighbour',
-  description: 'a producer at 2,000/s over a 350/s + 3,500/min per-key limit beside 50/s neighbours: 429s for it only, neighbours p99 while it is held at its limit ≤ 1.5x while it is silent, 0 5xx',
+  description:
+    'a producer at 2,000/s over a 350/s + 3,500/min per-key limit beside 50/s neighbours: 429s for it only, neighbours p99 while it is held at its limit ≤ 1.5x while it is silent, 0 5xx',
   async run(ctx: Context): Promise<Figures> {
     const noisyRate = 2_000;
     const neighbours = 4;
@@ -117,11 +122,22 @@ export const noisyNeighbour: Scenario = {
     let outsideEnvelope = 0;
     const one = async (n: number, i: number) => {
       const p = phase;
-      const body = { name: `Viewed ${i}`, metric: { metric_name: 'viewed_product', value: i }, ...(i % 2 === 0 ? { contact: { email: `c${i % 200}@n${n}.example.com` } } : {}) };
+      const body = {
+        name: `Viewed ${i}`,
+        metric: { metric_name: 'viewed_product', value: i },
+        ...(i % 2 === 0 ? { contact: { email: `c${i % 200}@n${n}.example.com` } } : {}),
+      };
       const t0 = performance.now();
       let status = 'error';
       try {
-        const res = await pool.request({ method: 'POST', path: '/v2026-04/events/', headers: headersOf(producers[n]), body: JSON.stringify(body), headersTimeout: 15_000, bodyTimeout: 15_000 });
+        const res = await pool.request({
+          method: 'POST',
+          path: '/v2026-04/events/',
+          headers: headersOf(producers[n]),
+          body: JSON.stringify(body),
+          headersTimeout: 15_000,
+          bodyTimeout: 15_000,
+        });
         status = String(res.statusCode);
         const text = await res.body.text();
         if (res.statusCode === 202 && !res.headers['ratelimit-policy']) withoutHeaders++;
@@ -169,7 +185,9 @@ export const noisyNeighbour: Scenario = {
       loopBefore = l;
     };
     const leasesBefore = await leases(ingest.baseUrl);
-    ctx.log(`noisy key: ${schedule.map((w) => `${w.label} ${w.rate}/s ${w.ms / 1000} s`).join(', ')}; ${neighbours} neighbours at ${neighbourRate}/s throughout`);
+    ctx.log(
+      `noisy key: ${schedule.map((w) => `${w.label} ${w.rate}/s ${w.ms / 1000} s`).join(', ')}; ${neighbours} neighbours at ${neighbourRate}/s throughout`,
+    );
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(ctx.repoRoot, 'faults/src/noisyProducer.ts')], {
       cwd: ctx.repoRoot,
       env: { ...process.env, NOISY_URL: ingest.baseUrl, NOISY_HEADERS: JSON.stringify(headersOf(producers[0])), NOISY_SCHEDULE: JSON.stringify(schedule) },
@@ -210,11 +228,17 @@ export const noisyNeighbour: Scenario = {
     const quiet = [...samples.baseline, ...samples.rest];
     const lat = (xs: Sample[]) => xs.map((x) => x.ms);
     const statusesOf = (xs: Sample[]) => xs.reduce<Record<string, number>>((a, x) => ((a[x.status] = (a[x.status] ?? 0) + 1), a), {});
-    const fmt = (r: Record<string, number>) => Object.entries(r).sort().map(([k, n]) => `${k}: ${n}`).join(', ');
+    const fmt = (r: Record<string, number>) =>
+      Object.entries(r)
+        .sort()
+        .map(([k, n]) => `${k}: ${n}`)
+        .join(', ');
     const measured = [...samples.baseline, ...samples.burst, ...samples.held, ...samples.rest];
     const neighbour429 = measured.filter((x) => x.status === '429').length;
     const neighbour5xx = measured.filter((x) => /^5/.test(x.status) || x.status === 'error').length;
-    const noisy5xx = Object.entries(noisy.statuses).filter(([k]) => /^5/.test(k) || k === 'error').reduce((a, [, n]) => a + n, 0);
+    const noisy5xx = Object.entries(noisy.statuses)
+      .filter(([k]) => /^5/.test(k) || k === 'error')
+      .reduce((a, [, n]) => a + n, 0);
     const stats = (xs: Sample[]) => ({ n: xs.length, p50: pct(lat(xs), 50), p90: pct(lat(xs), 90), p99: pct(lat(xs), 99), max: Math.max(...lat(xs)) });
     const base = stats(quiet);
     const during = stats(samples.held);
@@ -264,15 +288,27 @@ export const noisyNeighbour: Scenario = {
         { measure: 'noisy: sent', value: noisy.sent, unit: noisy.skipped ? `(${noisy.skipped} not sent: 256 in flight)` : '' },
         { measure: 'noisy: answers by status', value: fmt(noisy.statuses) },
         { measure: 'noisy: accepted (202)', value: accepted, unit: `events in ${round(T)} s` },
-        { measure: 'noisy: accepted within the limit + one chunk', value: `${accepted} ≤ ${allowed} + ${CHUNK}`, goal: { text: 'yes', met: accepted <= allowed + CHUNK } },
+        {
+          measure: 'noisy: accepted within the limit + one chunk',
+          value: `${accepted} ≤ ${allowed} + ${CHUNK}`,
+          goal: { text: 'yes', met: accepted <= allowed + CHUNK },
+        },
         {
           measure: 'noisy: accepted in the held windows',
           value: round(heldAccepted / (heldMs / 1000)),
           unit: `events/s of ${round(heldRps)} requests/s (steady limit ${round(PER_MINUTE / 60)}/s, plus what each silent window refilled)`,
         },
         { measure: 'noisy: 429 without Retry-After', value: noisy.withoutRetryAfter, goal: { text: '0', met: noisy.withoutRetryAfter === 0 } },
-        { measure: 'noisy: 202/429 without RateLimit headers', value: noisy.withoutRateLimitHeaders, goal: { text: '0', met: noisy.withoutRateLimitHeaders === 0 } },
-        { measure: 'lease statements while noisy', value: leaseStatements, unit: `(${fmt(leaseDelta)}) for ${noisy.sent + samples.burst.length + samples.held.length} requests` },
+        {
+          measure: 'noisy: 202/429 without RateLimit headers',
+          value: noisy.withoutRateLimitHeaders,
+          goal: { text: '0', met: noisy.withoutRateLimitHeaders === 0 },
+        },
+        {
+          measure: 'lease statements while noisy',
+          value: leaseStatements,
+          unit: `(${fmt(leaseDelta)}) for ${noisy.sent + samples.burst.length + samples.held.length} requests`,
+        },
         {
           measure: 'neighbours: answers by status',
           value: [quiet, samples.burst, samples.held].map((xs) => fmt(statusesOf(xs))).join(' | '),
@@ -283,7 +319,11 @@ export const noisyNeighbour: Scenario = {
         { measure: 'neighbours: p50 silent / burst / held', value: `${ms(base.p50)} / ${ms(burst.p50)} / ${ms(during.p50)}`, unit: 'ms' },
         { measure: 'neighbours: p90 silent / burst / held', value: `${ms(base.p90)} / ${ms(burst.p90)} / ${ms(during.p90)}`, unit: 'ms' },
         { measure: 'neighbours: p99 silent / burst / held', value: `${ms(base.p99)} / ${ms(burst.p99)} / ${ms(during.p99)}`, unit: 'ms' },
-        { measure: 'neighbours: p99 in the burst ÷ silent', value: round(burst.p99 / base.p99, 2), unit: '(the key spending what its buckets held: load within the limit)' },
+        {
+          measure: 'neighbours: p99 in the burst ÷ silent',
+          value: round(burst.p99 / base.p99, 2),
+          unit: '(the key spending what its buckets held: load within the limit)',
+        },
         { measure: 'neighbours: p99 with the key held over its limit ÷ silent', value: round(ratio, 2), goal: { text: '≤ 1.5', met: ratio <= 1.5 } },
         {
           measure: 'CPU (cores): ingest-api / noisy producer / harness / rest of the machine',
@@ -296,7 +336,11 @@ export const noisyNeighbour: Scenario = {
           value: `silent: ${quietCpu.lagP99Ms} / ${quietCpu.lagMaxMs} ms, ${quietCpu.gcMsPerSecond} ms/s | held: ${heldCpu.lagP99Ms} / ${heldCpu.lagMaxMs} ms, ${heldCpu.gcMsPerSecond} ms/s`,
         },
         { measure: '5xx or no answer (all producers)', value: neighbour5xx + noisy5xx, goal: { text: '0', met: neighbour5xx + noisy5xx === 0 } },
-        { measure: 'answers outside the error envelope', value: outsideEnvelope + noisy.outsideEnvelope, goal: { text: '0', met: outsideEnvelope + noisy.outsideEnvelope === 0 } },
+        {
+          measure: 'answers outside the error envelope',
+          value: outsideEnvelope + noisy.outsideEnvelope,
+          goal: { text: '0', met: outsideEnvelope + noisy.outsideEnvelope === 0 },
+        },
       ],
       details: {
         noisyRate,

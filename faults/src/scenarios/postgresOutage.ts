@@ -51,12 +51,21 @@ export const postgresOutage: Scenario = {
     const inflight = new Set<Promise<void>>();
     const one = async (i: number) => {
       const withContact = i % 2 === 0;
-      const body = { name: 'Viewed', metric: { metric_name: withContact ? 'placed_order' : 'viewed_product' }, ...(withContact ? { contact: { email: `c${i % 500}@example.com` } } : {}) };
+      const body = {
+        name: 'Viewed',
+        metric: { metric_name: withContact ? 'placed_order' : 'viewed_product' },
+        ...(withContact ? { contact: { email: `c${i % 500}@example.com` } } : {}),
+      };
       const t0 = Date.now();
       const p = phase;
       let status = 'timeout';
       try {
-        const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, { method: 'POST', headers, body: JSON.stringify(body), signal: AbortSignal.timeout(15_000) });
+        const res = await fetch(`${ingest.baseUrl}/v2026-04/events/`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(15_000),
+        });
         status = String(res.status);
         const text = await res.text();
         const parsed = jsonOrUndefined(text);
@@ -140,7 +149,9 @@ export const postgresOutage: Scenario = {
     const during = readySamples.filter((s) => s.at >= stoppedAt + 2_500 && s.at < pgBackAt);
     const firstRed = readySamples.find((s) => s.at >= stoppedAt && s.status !== 200);
     const greenAgain = readySamples.find((s) => s.at >= pgBackAt && s.status === 200);
-    const fiveHundreds = Object.entries(statuses).filter(([s]) => /^5/.test(s) && s !== '503').reduce((a, [, n]) => a + n, 0);
+    const fiveHundreds = Object.entries(statuses)
+      .filter(([s]) => /^5/.test(s) && s !== '503')
+      .reduce((a, [, n]) => a + n, 0);
     const ingestBackMs = firstContact202AfterBack ? firstContact202AfterBack - pgBackAt : undefined;
     const sec = (ms: number | undefined) => (ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)));
     return {
@@ -150,24 +161,62 @@ export const postgresOutage: Scenario = {
         { measure: 'fault', value: `PostgreSQL stopped ${outageMs / 1000} s, started on its data`, unit: '' },
         { measure: 'requests sent', value: sent },
         { measure: 'accepted (202)', value: accepted.length },
-        { measure: 'answers by status', value: Object.entries(statuses).sort().map(([s, n]) => `${s}: ${n}`).join(', ') },
+        {
+          measure: 'answers by status',
+          value: Object.entries(statuses)
+            .sort()
+            .map(([s, n]) => `${s}: ${n}`)
+            .join(', '),
+        },
         { measure: '5xx other than 503', value: fiveHundreds, goal: { text: '0', met: fiveHundreds === 0 } },
         { measure: '503 without Retry-After', value: without503RetryAfter, goal: { text: '0', met: without503RetryAfter === 0 } },
         { measure: 'answers outside the error envelope', value: outsideEnvelope, goal: { text: '0', met: outsideEnvelope === 0 } },
         { measure: 'answers after more than 2 s (or none in 15 s)', value: slow, goal: { text: '0', met: slow === 0 } },
         { measure: 'slowest answer', value: Number((maxLatencyMs / 1000).toFixed(2)), unit: 's' },
-        { measure: 'contactless accepted during the outage', value: byPhase.outage['202'] ?? 0, goal: { text: '> 0 (cached key, broker only)', met: (byPhase.outage['202'] ?? 0) > 0 } },
-        { measure: '/readyz red during the outage (samples)', value: `${during.filter((s) => s.status === 503).length} of ${during.length}`, goal: { text: 'all', met: during.length > 0 && during.every((s) => s.status === 503) } },
-        { measure: '/readyz slowest answer', value: Number((Math.max(...readySamples.map((s) => s.ms)) / 1000).toFixed(2)), unit: 's', goal: { text: '≤ 2.5 s', met: readySamples.every((s) => s.ms <= 2_500) } },
+        {
+          measure: 'contactless accepted during the outage',
+          value: byPhase.outage['202'] ?? 0,
+          goal: { text: '> 0 (cached key, broker only)', met: (byPhase.outage['202'] ?? 0) > 0 },
+        },
+        {
+          measure: '/readyz red during the outage (samples)',
+          value: `${during.filter((s) => s.status === 503).length} of ${during.length}`,
+          goal: { text: 'all', met: during.length > 0 && during.every((s) => s.status === 503) },
+        },
+        {
+          measure: '/readyz slowest answer',
+          value: Number((Math.max(...readySamples.map((s) => s.ms)) / 1000).toFixed(2)),
+          unit: 's',
+          goal: { text: '≤ 2.5 s', met: readySamples.every((s) => s.ms <= 2_500) },
+        },
         { measure: '/readyz red after the stop', value: sec(firstRed ? firstRed.at - stoppedAt : undefined), unit: 's' },
         { measure: '/readyz green after the start', value: sec(greenAgain ? greenAgain.at - pgBackAt : undefined), unit: 's' },
-        { measure: 'ingest with a contact 202 again after the start', value: sec(ingestBackMs), unit: 's', goal: { text: '≤ 5 s', met: ingestBackMs !== undefined && ingestBackMs <= 5_000 } },
-        { measure: 'projection caught up after the start', value: sec(caughtUpMs), unit: 's', goal: { text: '≤ 10 s after the load ends', met: caughtUpMs !== undefined && caughtUpMs <= afterMs + 10_000 } },
+        {
+          measure: 'ingest with a contact 202 again after the start',
+          value: sec(ingestBackMs),
+          unit: 's',
+          goal: { text: '≤ 5 s', met: ingestBackMs !== undefined && ingestBackMs <= 5_000 },
+        },
+        {
+          measure: 'projection caught up after the start',
+          value: sec(caughtUpMs),
+          unit: 's',
+          goal: { text: '≤ 10 s after the load ends', met: caughtUpMs !== undefined && caughtUpMs <= afterMs + 10_000 },
+        },
         { measure: 'lost (202 without an activity)', value: lost, goal: { text: '0', met: lost === 0 } },
         { measure: 'doubled (an activity twice on a timeline)', value: Number(tl.doubled), goal: { text: '0', met: Number(tl.doubled) === 0 } },
         { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
       ],
-      details: { rate, outageMs, beforeMs, afterMs, statuses, byPhase, slowSamples, readySamples: readySamples.map((s) => ({ t: s.at - stoppedAt, status: s.status, ms: s.ms })) },
+      details: {
+        rate,
+        outageMs,
+        beforeMs,
+        afterMs,
+        statuses,
+        byPhase,
+        slowSamples,
+        readySamples: readySamples.map((s) => ({ t: s.at - stoppedAt, status: s.status, ms: s.ms })),
+      },
       notes: [
         `Load from the harness process at ${rate} single events/s, open loop, each request with a 15 s timeout; ingest-api and activity-projector as separate processes on their own broker and PostgreSQL.`,
         'Times count from PostgreSQL stopping or starting; the projection time includes the events sent after the start.',

@@ -30,15 +30,26 @@ afterAll(async () => {
 async function threeDeadLetters(opts: { createSource?: boolean } = {}) {
   const source = `${uniquePrefix()}events`;
   const dlq = `${source}.dlq`;
-  await bus.ensureTopics([{ topic: source, partitions: 1 }, { topic: dlq, partitions: 1 }]);
-  await bus.publish(source, ['a', 'b', 'c'].map((v) => ({ key: 'shop', value: `{"v":"${v}"}`, headers: { [H.shopId]: 'shop' } })));
+  await bus.ensureTopics([
+    { topic: source, partitions: 1 },
+    { topic: dlq, partitions: 1 },
+  ]);
+  await bus.publish(
+    source,
+    ['a', 'b', 'c'].map((v) => ({ key: 'shop', value: `{"v":"${v}"}`, headers: { [H.shopId]: 'shop' } })),
+  );
   const records = await bus.read(source);
-  await sendToDeadLetters(bus, source, records.map((record, i) => ({ record, reason: `reason ${'abc'[i]}` })));
+  await sendToDeadLetters(
+    bus,
+    source,
+    records.map((record, i) => ({ record, reason: `reason ${'abc'[i]}` })),
+  );
   if (opts.createSource === false) await db.query(sql`DELETE FROM bus_topics WHERE topic = ${source}`);
   return { source, dlq };
 }
 
-const redriven = async (source: string) => (await bus.read(source)).filter((r) => r.headers[H.redrivenFrom]).map((r) => [r.value.toString(), r.headers[H.redrivenFrom]]);
+const redriven = async (source: string) =>
+  (await bus.read(source)).filter((r) => r.headers[H.redrivenFrom]).map((r) => [r.value.toString(), r.headers[H.redrivenFrom]]);
 
 describe('redriveDeadLetters', () => {
   it('sends again what a stopped run claimed, leaves what a running one claimed, and records who sent what', async () => {
@@ -53,7 +64,19 @@ describe('redriveDeadLetters', () => {
         (${dlq}, 0, 1, ${source}, 'reason b', ${running}, 'sending', now())`);
 
     const r = await redriveDeadLetters(dlq, { bus, db, logger });
-    expect(r).toEqual({ topic: dlq, to: source, runId: r.runId, dryRun: false, total: 3, redriven: 2, resent: 1, alreadyRedriven: 0, inFlight: 1, notMatching: 0, unredrivable: 0 });
+    expect(r).toEqual({
+      topic: dlq,
+      to: source,
+      runId: r.runId,
+      dryRun: false,
+      total: 3,
+      redriven: 2,
+      resent: 1,
+      alreadyRedriven: 0,
+      inFlight: 1,
+      notMatching: 0,
+      unredrivable: 0,
+    });
     expect(await redriven(source)).toEqual([
       ['{"v":"a"}', `${dlq}/0/0`],
       ['{"v":"c"}', `${dlq}/0/2`],
@@ -88,7 +111,7 @@ describe('redriveDeadLetters', () => {
     expect(await redriven(source)).toEqual([['{"v":"b"}', `${dlq}/0/1`]]);
   });
 
-  it('never sends a record whose headers do not name the topic\'s source, and a dry run sends and records nothing', async () => {
+  it("never sends a record whose headers do not name the topic's source, and a dry run sends and records nothing", async () => {
     const { source, dlq } = await threeDeadLetters();
     await bus.publish(dlq, [
       { key: 'shop', value: 'typed by hand', headers: {} },
@@ -105,16 +128,28 @@ describe('redriveDeadLetters', () => {
   it('pages through a topic of more dead letters than one read returns, on every partition', async () => {
     const source = `${uniquePrefix()}events`;
     const dlq = `${source}.dlq`;
-    await bus.ensureTopics([{ topic: source, partitions: 2 }, { topic: dlq, partitions: 2 }]);
+    await bus.ensureTopics([
+      { topic: source, partitions: 2 },
+      { topic: dlq, partitions: 2 },
+    ]);
     // One key per partition, 600 records each.
     const keys = [0, 1].map((p) => Array.from({ length: 100 }, (_, i) => `shop-${i}`).find((k) => partitionFor(k, 2) === p)!);
-    await bus.publish(source, Array.from({ length: 1_200 }, (_, i) => ({ key: keys[i % 2], value: String(i) })));
-    await sendToDeadLetters(bus, source, (await bus.read(source)).map((record) => ({ record, reason: 'bad' })));
+    await bus.publish(
+      source,
+      Array.from({ length: 1_200 }, (_, i) => ({ key: keys[i % 2], value: String(i) })),
+    );
+    await sendToDeadLetters(
+      bus,
+      source,
+      (await bus.read(source)).map((record) => ({ record, reason: 'bad' })),
+    );
     const held = await bus.offsets(dlq);
     expect(held.every((p) => Number(p.high) > 500)).toBe(true);
 
     const listed = await listDeadLetters(bus, db, dlq);
-    expect(listed.map((d) => `${d.partition}/${d.offset}`)).toEqual(held.flatMap((p) => Array.from({ length: Number(p.high) }, (_, o) => `${p.partition}/${o}`)));
+    expect(listed.map((d) => `${d.partition}/${d.offset}`)).toEqual(
+      held.flatMap((p) => Array.from({ length: Number(p.high) }, (_, o) => `${p.partition}/${o}`)),
+    );
     expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 1_200 });
     expect((await redriven(source)).map(([v]) => Number(v)).sort((a, b) => a - b)).toEqual(Array.from({ length: 1_200 }, (_, i) => i));
     expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 0, alreadyRedriven: 1_200 });

@@ -171,7 +171,19 @@ export async function redriveDeadLetters(topic: string, o: RedriveOptions): Prom
   if (!to) throw new Error(`${topic} is not a dead-letter topic (<topic>.dlq)`);
   const runId = randomUUID();
   const log = o.logger.child({ redrive: runId, topic, to });
-  const report: RedriveReport = { topic, to, runId, dryRun: o.dryRun === true, total: 0, redriven: 0, resent: 0, alreadyRedriven: 0, inFlight: 0, notMatching: 0, unredrivable: 0 };
+  const report: RedriveReport = {
+    topic,
+    to,
+    runId,
+    dryRun: o.dryRun === true,
+    total: 0,
+    redriven: 0,
+    resent: 0,
+    alreadyRedriven: 0,
+    inFlight: 0,
+    notMatching: 0,
+    unredrivable: 0,
+  };
 
   for await (const page of pages(bus, topic)) {
     report.total += page.length;
@@ -234,7 +246,9 @@ export async function redriveDeadLetters(topic: string, o: RedriveOptions): Prom
     } catch (e) {
       // Not taken (as far as the log said): release the claims, so the next run sends them without waiting.
       await db
-        .query(sql`DELETE FROM dlq_redrives WHERE dlq_topic = ${topic} AND dlq_partition = ${page[0].partition} AND dlq_offset = ANY(${offsets}::bigint[]) AND run_id = ${runId} AND state = 'sending'`)
+        .query(
+          sql`DELETE FROM dlq_redrives WHERE dlq_topic = ${topic} AND dlq_partition = ${page[0].partition} AND dlq_offset = ANY(${offsets}::bigint[]) AND run_id = ${runId} AND state = 'sending'`,
+        )
         .catch((e2) => log.warn({ err: e2 }, 'could not release the claims of a failed redrive; the next run takes them over after the claim timeout'));
       throw e;
     }

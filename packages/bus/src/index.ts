@@ -1,7 +1,14 @@
 export * from './port.js';
 export { createKafkaBus, type KafkaBusOptions, type MemberIdStore } from './kafka.js';
 export { createPlatformaticKafkaBus, type PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
-export { createPgLogBus, type PgLogBusOptions, UnknownTopicError, UnsupportedTopicConfigError, trimExpiredRecords, type TrimmedPartition } from './pglog/index.js';
+export {
+  createPgLogBus,
+  type PgLogBusOptions,
+  UnknownTopicError,
+  UnsupportedTopicConfigError,
+  trimExpiredRecords,
+  type TrimmedPartition,
+} from './pglog/index.js';
 export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export {
   defineProjection,

@@ -1,8 +1,35 @@
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
-import kafkajs, { Kafka, logLevel, CompressionTypes, Partitioners, PartitionAssigners, type Cluster, type PartitionAssigner, type ICustomPartitioner, type Producer, type Consumer, type Admin, type IHeaders, type LogEntry, type ConfigEntries, type Message, type TopicMessages } from 'kafkajs';
+import kafkajs, {
+  Kafka,
+  logLevel,
+  CompressionTypes,
+  Partitioners,
+  PartitionAssigners,
+  type Cluster,
+  type PartitionAssigner,
+  type ICustomPartitioner,
+  type Producer,
+  type Consumer,
+  type Admin,
+  type IHeaders,
+  type LogEntry,
+  type ConfigEntries,
+  type Message,
+  type TopicMessages,
+} from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
+import {
+  BusUnavailableError,
+  type Bus,
+  type BusRecord,
+  type ConfigChange,
+  type ConsumeOptions,
+  type OutgoingRecord,
+  type ReadOptions,
+  type Subscription,
+  type TopicSpec,
+} from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
 import { splitForSend } from './sendSize.js';
@@ -126,10 +153,12 @@ export const rejoinAsSameMember: boolean = (() => {
  * kafkajs' round-robin assigner (its default, under the same protocol name, so processes with and without
  * this one share a group), noting which cluster object the consumer it is made for uses.
  */
-const trackingAssigner = (onCluster: (c: Cluster) => void): PartitionAssigner => (config) => {
-  onCluster(config.cluster);
-  return PartitionAssigners.roundRobin(config);
-};
+const trackingAssigner =
+  (onCluster: (c: Cluster) => void): PartitionAssigner =>
+  (config) => {
+    onCluster(config.cluster);
+    return PartitionAssigners.roundRobin(config);
+  };
 
 function toHeaders(h: IHeaders | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -173,10 +202,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   // Connected on first use, like the producer: a bus over an unreachable broker still exists, so publish
   // can reject with BusUnavailableError and ping() can answer false, instead of the factory throwing.
   let adminConnected: Promise<void> | null = null;
-  const connectAdmin = () => (adminConnected ??= admin.connect().catch((e) => {
-    adminConnected = null;
-    throw e;
-  }));
+  const connectAdmin = () =>
+    (adminConnected ??= admin.connect().catch((e) => {
+      adminConnected = null;
+      throw e;
+    }));
   // The partition kafkajs chose for each message of the current producer's sends (see `sendAll`).
   let partitionOf = new WeakMap<object, number>();
   const newProducer = (): Producer => {
@@ -199,10 +229,11 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   };
   let producer: Producer = newProducer();
   let producerConnected: Promise<void> | null = null;
-  const connectProducer = () => (producerConnected ??= producer.connect().catch((e) => {
-    producerConnected = null;
-    throw e;
-  }));
+  const connectProducer = () =>
+    (producerConnected ??= producer.connect().catch((e) => {
+      producerConnected = null;
+      throw e;
+    }));
   // After a failed or timed-out send the producer is replaced, never reused. kafkajs rolls a partition's
   // sequence number back when a produce request fails, a client-side timeout included, although the broker
   // may have appended that batch; the next batch would reuse the sequence, and if it had as many records for
@@ -252,7 +283,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       }
       if (missing.length === 0) return;
       resentRecords.inc(n);
-      log.warn({ records: n, partitions: missing.map((t) => t.topic), attempt }, 'Kafka answered a send without some of its partitions (a leader moved): sending those records again');
+      log.warn(
+        { records: n, partitions: missing.map((t) => t.topic), attempt },
+        'Kafka answered a send without some of its partitions (a leader moved): sending those records again',
+      );
       if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${n} of their records' partitions`);
       pending = missing;
     }
@@ -351,7 +385,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     if (ro.fromOffset !== undefined && ro.partition === undefined) throw new Error('read: fromOffset needs a partition');
     await connectAdmin();
     const ends = await admin.fetchTopicOffsets(topic);
-    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition)) throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
+    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition))
+      throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
     const wanted = new Map<number, { from: bigint; last: bigint; records: BusRecord[]; done: boolean }>();
     for (const e of ends) {
       if (ro.partition !== undefined && e.partition !== ro.partition) continue;
@@ -486,7 +521,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         // someone else between the two requests is lost; running `topics ensure` alone avoids that.
         const sensitive = [...own.values()].filter((e) => e.isSensitive);
         if (sensitive.length > 0) {
-          throw new Error(`topic ${spec.topic} has sensitive settings (${sensitive.map((e) => e.configName).join(', ')}) that cannot be read back; set ${mine.map((c) => c.name).join(', ')} with kafka-configs.sh`);
+          throw new Error(
+            `topic ${spec.topic} has sensitive settings (${sensitive.map((e) => e.configName).join(', ')}) that cannot be read back; set ${mine.map((c) => c.name).join(', ')} with kafka-configs.sh`,
+          );
         }
         const merged = new Map([...own].map(([name, e]) => [name, e.configValue]));
         for (const c of mine) merged.set(c.name, c.to);
@@ -504,7 +541,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
           (c) => !(now.get(c.topic) ?? []).some((e) => e.configName === c.name && e.configValue === c.to && e.configSource === ConfigSource.TOPIC_CONFIG),
         );
         if (pending.length === 0) return changes;
-        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
+        if (Date.now() > deadline)
+          throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
         await new Promise((r) => setTimeout(r, 100));
       }
     },
@@ -529,7 +567,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
       let cluster: Cluster | undefined;
       // The member this instance was before it restarted, if the store knows it (a failure to ask: join anew).
-      const before = await opts.memberIds?.load(o.groupId).catch((e: unknown) => void log.warn({ err: e, group: o.groupId }, 'could not load the consumer member id'));
+      const before = await opts.memberIds
+        ?.load(o.groupId)
+        .catch((e: unknown) => void log.warn({ err: e, group: o.groupId }, 'could not load the consumer member id'));
       const consumer = kafka.consumer({
         groupId: o.groupId,
         allowAutoTopicCreation: false,
@@ -550,7 +590,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
         if (cluster) memberIds.set(cluster, payload.memberId);
         if (payload.memberId !== before) {
-          void opts.memberIds?.save(o.groupId, payload.memberId).catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not save the consumer member id'));
+          void opts.memberIds
+            ?.save(o.groupId, payload.memberId)
+            .catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not save the consumer member id'));
         }
       });
       consumers.add(consumer);
@@ -637,7 +679,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     async ping() {
       if (crashed.size > 0) return false;
       try {
-        await withTimeout(connectAdmin().then(() => admin.describeCluster()), 'Kafka describeCluster');
+        await withTimeout(
+          connectAdmin().then(() => admin.describeCluster()),
+          'Kafka describeCluster',
+        );
         return true;
       } catch {
         return false;

@@ -10,25 +10,46 @@ import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
 kafkaAdapterSuite('Kafka (@platformatic/kafka)', createPlatformaticKafkaBus);
 
 describe('Kafka (@platformatic/kafka) adapter: static membership', () => {
-  it('takes a killed member\'s place at once with its group.instance.id, long before the dead one\'s session would have run out', async () => {
+  it("takes a killed member's place at once with its group.instance.id, long before the dead one's session would have run out", async () => {
     const logger = createLogger('bus-static', process.env.TEST_LOG_LEVEL ?? 'silent');
     const brokers = testInfra().kafkaBrokers;
     const topic = `static-${randomUUID()}`;
     const group = `g-static-${randomUUID()}`;
     // Long, so that joining as a new member (held until the dead member's session ran out) cannot pass.
     const sessionTimeoutMs = 25_000;
-    const bus = await createPlatformaticKafkaBus({ brokers, clientId: 'static', replicationFactor: 1, logger, sessionTimeoutMs, groupInstanceId: 'static-instance-1' });
+    const bus = await createPlatformaticKafkaBus({
+      brokers,
+      clientId: 'static',
+      replicationFactor: 1,
+      logger,
+      sessionTimeoutMs,
+      groupInstanceId: 'static-instance-1',
+    });
     const cleanups: (() => Promise<unknown>)[] = [() => bus.close()];
     try {
       await bus.ensureTopics([{ topic, partitions: 2 }]);
-      const child = spawn(process.execPath, ['--conditions=@shopstream/source', '--import', 'tsx', fileURLToPath(new URL('./conformance/staticMemberChild.ts', import.meta.url))], {
-        env: { ...process.env, KAFKA_BROKERS: brokers.join(','), TOPIC: topic, GROUP: group, GROUP_INSTANCE_ID: 'static-instance-1', SESSION_TIMEOUT_MS: String(sessionTimeoutMs) },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
+      const child = spawn(
+        process.execPath,
+        ['--conditions=@shopstream/source', '--import', 'tsx', fileURLToPath(new URL('./conformance/staticMemberChild.ts', import.meta.url))],
+        {
+          env: {
+            ...process.env,
+            KAFKA_BROKERS: brokers.join(','),
+            TOPIC: topic,
+            GROUP: group,
+            GROUP_INSTANCE_ID: 'static-instance-1',
+            SESSION_TIMEOUT_MS: String(sessionTimeoutMs),
+          },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
       cleanups.push(async () => child.kill('SIGKILL'));
       let out = '';
       child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-      await bus.publish(topic, [{ key: 'a', value: 'before-a' }, { key: 'b', value: 'before-b' }]);
+      await bus.publish(topic, [
+        { key: 'a', value: 'before-a' },
+        { key: 'b', value: 'before-b' },
+      ]);
       const until = async (what: string, fn: () => boolean, ms: number) => {
         const deadline = Date.now() + ms;
         while (!fn()) {
@@ -51,7 +72,10 @@ describe('Kafka (@platformatic/kafka) adapter: static membership', () => {
         },
       });
       cleanups.push(() => sub.stop());
-      await bus.publish(topic, [{ key: 'a', value: 'after-a' }, { key: 'b', value: 'after-b' }]);
+      await bus.publish(topic, [
+        { key: 'a', value: 'after-a' },
+        { key: 'b', value: 'after-b' },
+      ]);
       await until('the records after the kill consumed', () => seen.includes('after-a') && seen.includes('after-b'), 40_000);
       expect(Date.now() - killedAt).toBeLessThan(12_000);
       // The child committed what it handled: nothing comes twice.

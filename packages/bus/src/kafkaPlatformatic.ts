@@ -13,7 +13,17 @@ import {
   type MessageToProduce,
 } from '@platformatic/kafka';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type ConsumeOptions, type OutgoingRecord, type ReadOptions, type Subscription, type TopicSpec } from './port.js';
+import {
+  BusUnavailableError,
+  type Bus,
+  type BusRecord,
+  type ConfigChange,
+  type ConsumeOptions,
+  type OutgoingRecord,
+  type ReadOptions,
+  type Subscription,
+  type TopicSpec,
+} from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 import { partitionFor } from './pglog/partitionFor.js';
 import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
@@ -253,7 +263,8 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
   const readTopic = async (topic: string, ro: ReadOptions): Promise<BusRecord[]> => {
     if (ro.fromOffset !== undefined && ro.partition === undefined) throw new Error('read: fromOffset needs a partition');
     const ends = await partitionOffsets(topic);
-    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition)) throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
+    if (ro.partition !== undefined && !ends.some((e) => e.partition === ro.partition))
+      throw new Error(`read: topic "${topic}" has no partition ${ro.partition}`);
     const md = await admin.metadata({ topics: [topic] });
     const { id: topicId, partitions } = md.topics.get(topic)!;
     reader ??= new Consumer({ ...base, clientId: `${opts.clientId}-read`, groupId: `${opts.clientId}-read`, retries: 3 });
@@ -267,7 +278,12 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         const res = await reader.fetch({
           node: partitions[e.partition].leader,
           maxWaitTime: 100,
-          topics: [{ topicId, partitions: [{ partition: e.partition, fetchOffset: next, currentLeaderEpoch: -1, lastFetchedEpoch: -1, partitionMaxBytes: 4 * 1024 * 1024 }] }],
+          topics: [
+            {
+              topicId,
+              partitions: [{ partition: e.partition, fetchOffset: next, currentLeaderEpoch: -1, lastFetchedEpoch: -1, partitionMaxBytes: 4 * 1024 * 1024 }],
+            },
+          ],
         });
         const before = next;
         for (const batch of res.responses[0]?.partitions[0]?.records ?? []) {
@@ -366,9 +382,12 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       const deadline = Date.now() + 30_000;
       for (;;) {
         const now = await describeTopics([...byTopic.keys()]);
-        const pending = changes.filter((c) => !(now.get(c.topic) ?? []).some((e) => e.name === c.name && e.value === c.to && e.configSource === ConfigSources.TOPIC_CONFIG));
+        const pending = changes.filter(
+          (c) => !(now.get(c.topic) ?? []).some((e) => e.name === c.name && e.value === c.to && e.configSource === ConfigSources.TOPIC_CONFIG),
+        );
         if (pending.length === 0) return changes;
-        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
+        if (Date.now() > deadline)
+          throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
         await sleep(100);
       }
     },
@@ -405,7 +424,9 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       const out: { topic: string; partition: number; lag: number }[] = [];
       for (const topic of topicNames) {
         const ends = await partitionOffsets(topic);
-        const [group] = await admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: [{ name: topic, partitionIndexes: ends.map((e) => e.partition) }] }] });
+        const [group] = await admin.listConsumerGroupOffsets({
+          groups: [{ groupId, topics: [{ name: topic, partitionIndexes: ends.map((e) => e.partition) }] }],
+        });
         const committed = new Map((group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p.committedOffset]));
         for (const e of ends) {
           const c = committed.get(e.partition) ?? -1n;

@@ -68,7 +68,12 @@ describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ name, 
     await until('the broker gone', () => !alive(first.pid!), 10_000);
     // Long enough for the consumer to fail its retries and be restarted by kafkajs (without a member id).
     await new Promise((r) => setTimeout(r, 6_000));
-    const second = await startLocalKafka({ runDir: first.runDir, port: Number(first.brokers[0].split(':').pop()), controllerPort: first.controllerPort, reuseData: true });
+    const second = await startLocalKafka({
+      runDir: first.runDir,
+      port: Number(first.brokers[0].split(':').pop()),
+      controllerPort: first.controllerPort,
+      reuseData: true,
+    });
     cleanups.push(() => second.stop());
     const back = Date.now();
     await until(

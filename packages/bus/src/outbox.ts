@@ -20,7 +20,12 @@ export async function appendToOutbox(tx: Queryable, records: EmittedRecord[]): P
   const text = (v: EmittedRecord['value']) => (typeof v === 'string' ? v : v.toString('utf8'));
   // PostgreSQL: COPY, about twice the rows per second of the unnest insert (bench/README.md, projector).
   if (canCopy(tx)) {
-    await copyRows(tx, 'outbox', OUTBOX_COLUMNS, records.map((r) => [r.topic, r.key, text(r.value), JSON.stringify(r.headers ?? {})]));
+    await copyRows(
+      tx,
+      'outbox',
+      OUTBOX_COLUMNS,
+      records.map((r) => [r.topic, r.key, text(r.value), JSON.stringify(r.headers ?? {})]),
+    );
     return;
   }
   await tx.query(sql`
@@ -57,7 +62,10 @@ const outboxRow = (r: Row): OutboxRow => ({
 
 /** The rows in insertion order, in one publish: the adapter splits it into sends by size (splitForSend). */
 async function publishRows(bus: Bus, topic: string, rows: OutboxRow[]): Promise<void> {
-  await bus.publish(topic, rows.map((r) => r.record));
+  await bus.publish(
+    topic,
+    rows.map((r) => r.record),
+  );
 }
 
 /**
@@ -75,7 +83,11 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
       // so no other relay can take these rows meanwhile.
-      const rows = await queryRows(o.db, sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`, outboxRow);
+      const rows = await queryRows(
+        o.db,
+        sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`,
+        outboxRow,
+      );
       if (rows.length > 0) {
         await publishRows(o.bus, o.topic, rows);
         await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);

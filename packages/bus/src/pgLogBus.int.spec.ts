@@ -66,7 +66,10 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     );
 
     const missing = `${prefix}never-created`;
-    const err = await b.publish(missing, [{ key: 'k', value: 'v' }]).then(() => null, (e: unknown) => e);
+    const err = await b.publish(missing, [{ key: 'k', value: 'v' }]).then(
+      () => null,
+      (e: unknown) => e,
+    );
     expect(err).toBeInstanceOf(UnknownTopicError);
     expect(err).not.toBeInstanceOf(BusUnavailableError);
     expect((err as Error).message).toBe(`Unknown topic "${missing}" on the Postgres-log bus: create it with ensureTopics first`);
@@ -129,8 +132,18 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     const after = ['a', 'b', 'c', 'd'].map((k) => ({ key: k, value: `after-${k}` }));
     await first.publish(t, after);
     await waitFor(() => m2.records().length >= 4, { message: 'second member takes over' });
-    expect(m2.records().map((r) => r.value.toString()).sort()).toEqual(after.map((r) => r.value).sort());
-    expect(m1.records().map((r) => r.value.toString()).sort()).toEqual(before.map((r) => r.value).sort());
+    expect(
+      m2
+        .records()
+        .map((r) => r.value.toString())
+        .sort(),
+    ).toEqual(after.map((r) => r.value).sort());
+    expect(
+      m1
+        .records()
+        .map((r) => r.value.toString())
+        .sort(),
+    ).toEqual(before.map((r) => r.value).sort());
   });
 
   it('hands a partition whose lease ran out to another member, which redelivers from the committed position', async () => {
@@ -158,7 +171,7 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     expect(rows).toEqual([{ next_offset: '1' }]);
   });
 
-  it('trims a derived topic\'s records past its retention, a prefix at a time, and never a kept topic\'s', async () => {
+  it("trims a derived topic's records past its retention, a prefix at a time, and never a kept topic's", async () => {
     const b = await newBus({ trimIntervalMs: 0 });
     const derived = `${prefix}trim-derived`;
     const source = `${prefix}trim-source`;
@@ -196,7 +209,10 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     const b = await newBus({ trimIntervalMs: 50 });
     const t = `${prefix}trim-timer`;
     await b.ensureTopics([{ topic: t, partitions: 1 }]);
-    await b.publish(t, [{ key: 'k', value: 'old' }, { key: 'k', value: 'new' }]);
+    await b.publish(t, [
+      { key: 'k', value: 'old' },
+      { key: 'k', value: 'new' },
+    ]);
     await db.query(sql`UPDATE bus_records SET created_at = now() - interval '2 days' WHERE topic = ${t} AND "offset" = 0`);
     expect(await b.alignTopicConfigs([{ topic: t, partitions: 1, config: { 'retention.ms': '86400000' } }])).toEqual([
       { topic: t, name: 'retention.ms', from: '-1', inherited: false, to: '86400000' },
@@ -210,7 +226,10 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     const t = `${prefix}unsupported`;
     const refused: Record<string, string>[] = [{ 'retention.bytes': '1073741824' }, { 'retention.ms': '0' }, { 'cleanup.policy': 'compact' }];
     for (const config of refused) {
-      const err = await b.ensureTopics([{ topic: t, partitions: 1, config }]).then(() => null, (e: unknown) => e);
+      const err = await b.ensureTopics([{ topic: t, partitions: 1, config }]).then(
+        () => null,
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(UnsupportedTopicConfigError);
       expect((err as Error).message).toContain(`${Object.keys(config)[0]}=${Object.values(config)[0]}`);
     }

@@ -194,7 +194,10 @@ export async function sendToDeadLetters(bus: Bus, topic: string, rejected: Rejec
       headers: {
         ...record.headers,
         // The reason may quote the record (a JSON.parse message does): made storable for any header store.
-        [H.dlqReason]: reason.slice(0, 1000).replace(/\u0000/g, '\\u0000').toWellFormed(),
+        [H.dlqReason]: reason
+          .slice(0, 1000)
+          .replace(/\u0000/g, '\\u0000')
+          .toWellFormed(),
         [H.dlqSourceTopic]: record.topic,
         [H.dlqSourcePartition]: String(record.partition),
         [H.dlqSourceOffset]: record.offset,

@@ -63,7 +63,11 @@ const ident = (...parts: string[]) => sql.__dangerous__rawValue(parts.map((p) =>
 /** The checkpoints of a group for one topic: partition -> next offset (absent partitions are at 0). */
 async function checkpoints(q: Queryable, groupId: string, topic: string): Promise<Map<number, bigint>> {
   return new Map(
-    await queryRows(q, sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${groupId} AND topic = ${topic}`, (r) => [Number(r.partition), BigInt(r.next_offset as string)] as const),
+    await queryRows(
+      q,
+      sql`SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${groupId} AND topic = ${topic}`,
+      (r) => [Number(r.partition), BigInt(r.next_offset as string)] as const,
+    ),
   );
 }
 
@@ -140,7 +144,13 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       sql`
       SELECT id, build_schema, group_id, started_at, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
       FROM projection_rebuilds WHERE projection = ${def.name} AND status = 'running'`,
-      (r) => ({ id: String(r.id), build_schema: String(r.build_schema), group_id: String(r.group_id), started_at: new Date(r.started_at as Date | string), alive: r.alive === true }),
+      (r) => ({
+        id: String(r.id),
+        build_schema: String(r.build_schema),
+        group_id: String(r.group_id),
+        started_at: new Date(r.started_at as Date | string),
+        alive: r.alive === true,
+      }),
     );
     const alive = running.find((r) => r.alive);
     if (alive) {
@@ -150,7 +160,9 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       );
     }
     for (const r of running) {
-      await tx.query(sql`UPDATE projection_rebuilds SET status = 'abandoned', finished_at = now(), error = 'its process stopped renewing its heartbeat' WHERE id = ${r.id}`);
+      await tx.query(
+        sql`UPDATE projection_rebuilds SET status = 'abandoned', finished_at = now(), error = 'its process stopped renewing its heartbeat' WHERE id = ${r.id}`,
+      );
       await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(r.build_schema)} CASCADE`);
       await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${r.group_id}`);
     }
@@ -239,7 +251,9 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
     await logic.close?.();
     await db
       .tx(async (tx) => {
-        await tx.query(sql`UPDATE projection_rebuilds SET status = 'failed', finished_at = now(), error = ${String((e as Error).message ?? e).slice(0, 1000)} WHERE id = ${id}`);
+        await tx.query(
+          sql`UPDATE projection_rebuilds SET status = 'failed', finished_at = now(), error = ${String((e as Error).message ?? e).slice(0, 1000)} WHERE id = ${id}`,
+        );
         await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(buildSchema)} CASCADE`);
         await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${rebuildGroup}`);
       })
@@ -275,7 +289,12 @@ async function trySwitch<T>(
       // A long read holding the table makes the lock wait, and every read after it waits behind: give up
       // soon and try again rather than stall the readers.
       await tx.query(sql`SET LOCAL lock_timeout = '2s'`);
-      await tx.query(sql`LOCK TABLE ${sql.join(def.tables.map((t) => sql.ident('public', t)), sql`, `)} IN ACCESS EXCLUSIVE MODE`);
+      await tx.query(
+        sql`LOCK TABLE ${sql.join(
+          def.tables.map((t) => sql.ident('public', t)),
+          sql`, `,
+        )} IN ACCESS EXCLUSIVE MODE`,
+      );
       const deadline = Date.now() + 3_000;
       while ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) {
         if (Date.now() > deadline) throw new NotCaughtUp();
@@ -359,7 +378,11 @@ export async function projectionStatus(
     } catch (e) {
       if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
     }
-    const [redriven] = await queryRows(o.db, sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`, (r) => Number(r.n));
+    const [redriven] = await queryRows(
+      o.db,
+      sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`,
+      (r) => Number(r.n),
+    );
     const last = await queryRows(
       o.db,
       sql`
@@ -375,7 +398,10 @@ export async function projectionStatus(
         error: r.error === null || r.error === undefined ? null : String(r.error),
       }),
     );
-    const lastApplied = partitions.map((p) => p.lastAppliedAt).filter((x): x is string => x !== null).sort();
+    const lastApplied = partitions
+      .map((p) => p.lastAppliedAt)
+      .filter((x): x is string => x !== null)
+      .sort();
     out.push({
       projection: def.name,
       version: def.version,

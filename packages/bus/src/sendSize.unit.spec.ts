@@ -24,7 +24,7 @@ describe('splitForSend', () => {
     expect(sends.map((s) => s.records.map((r) => r.headers?.n))).toEqual([['1'], ['2'], ['3']]);
   });
 
-  it('uses one budget below the topics\' limit by default', () => {
+  it("uses one budget below the topics' limit by default", () => {
     expect(topicLimits.sendBudgetBytes).toBeLessThan(topicLimits.maxMessageBytes);
     expect(splitForSend([rec(1, 100)])).toHaveLength(1);
   });

@@ -138,7 +138,16 @@ export class ShopstreamClient {
         const failed = results.filter((r) => r.status === 'error');
         if (failed.length > 0) {
           const first = failed[0] as Extract<BulkResultItem, { status: 'error' }>;
-          this.report(new ShopstreamError(400, first.error.code, `${failed.length} of ${batch.length} events refused: ${first.error.message}`, first.error.request_id, first.error.fields), failed.map((f) => batch[f.index]));
+          this.report(
+            new ShopstreamError(
+              400,
+              first.error.code,
+              `${failed.length} of ${batch.length} events refused: ${first.error.message}`,
+              first.error.request_id,
+              first.error.fields,
+            ),
+            failed.map((f) => batch[f.index]),
+          );
         }
       } catch (e) {
         this.report(e as Error, batch);

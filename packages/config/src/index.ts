@@ -1,8 +1,11 @@
 import { z } from 'zod';
 
-const csv = z
-  .string()
-  .transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+const csv = z.string().transform((s) =>
+  s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean),
+);
 const int = (def: number) => z.coerce.number().int().positive().default(def);
 
 /**
@@ -39,7 +42,10 @@ export const envSchema = z.object({
   // Whom to believe about the client: express's `trust proxy` (unset: nobody, X-Forwarded-* ignored) and
   // whether a client's X-Request-Id becomes the request id (else one is always generated).
   TRUST_PROXY: z.string().optional(),
-  TRUST_REQUEST_ID: z.enum(['true', 'false']).default('false').transform((v) => v === 'true'),
+  TRUST_REQUEST_ID: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
   // Auth
   BOOTSTRAP_API_KEYS: z.string().optional(),
   API_KEY_CACHE_TTL_MS: int(5_000),

@@ -19,9 +19,7 @@ export const topicSchema = named('Topic');
 /** `{}` when the conversation has none: the interface calls the object required but possibly empty. */
 const namedOrEmpty = (s: typeof intentSchema) => z.union([s, z.strictObject({})]);
 
-export const messageSchema = z
-  .object({ id: z.uuid(), created_at: storableTime, text: z.string() })
-  .meta({ id: 'Message' });
+export const messageSchema = z.object({ id: z.uuid(), created_at: storableTime, text: z.string() }).meta({ id: 'Message' });
 export type Message = z.infer<typeof messageSchema>;
 
 /**
@@ -76,9 +74,7 @@ export const messageCreatedSchema = z
 export type MessageCreated = z.infer<typeof messageCreatedSchema>;
 
 /** Value of a record on `conversations` (schema `conversation-record.v1`), keyed by shop_id. */
-export const conversationRecordSchema = z
-  .discriminatedUnion('type', [conversationUpsertedSchema, messageCreatedSchema])
-  .meta({ id: 'ConversationRecord' });
+export const conversationRecordSchema = z.discriminatedUnion('type', [conversationUpsertedSchema, messageCreatedSchema]).meta({ id: 'ConversationRecord' });
 export type ConversationRecord = z.infer<typeof conversationRecordSchema>;
 
 const { resolution, status, type, ...leadingFields } = conversationFields;
@@ -117,25 +113,23 @@ export const MAX_EXPORT_WINDOW_DAYS = 30;
 
 /** A comma-separated list of 1 to 100 values, each checked by `ok`; duplicates are dropped. */
 const csvList = (ok: (v: string) => boolean, what: string) =>
-  z
-    .string()
-    .transform((s, ctx) => {
-      const items = s.split(',').map((v) => v.trim());
-      if (items.some((v) => v === '')) {
-        ctx.addIssue({ code: 'custom', message: 'Give comma-separated values, none of them empty.' });
-        return z.NEVER;
-      }
-      if (items.length > MAX_IN_VALUES) {
-        ctx.addIssue({ code: 'custom', message: `Give at most ${MAX_IN_VALUES} values.` });
-        return z.NEVER;
-      }
-      const bad = items.find((v) => !ok(v));
-      if (bad !== undefined) {
-        ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 64)}" is not ${what}.` });
-        return z.NEVER;
-      }
-      return [...new Set(items.map((v) => v.toLowerCase()))];
-    });
+  z.string().transform((s, ctx) => {
+    const items = s.split(',').map((v) => v.trim());
+    if (items.some((v) => v === '')) {
+      ctx.addIssue({ code: 'custom', message: 'Give comma-separated values, none of them empty.' });
+      return z.NEVER;
+    }
+    if (items.length > MAX_IN_VALUES) {
+      ctx.addIssue({ code: 'custom', message: `Give at most ${MAX_IN_VALUES} values.` });
+      return z.NEVER;
+    }
+    const bad = items.find((v) => !ok(v));
+    if (bad !== undefined) {
+      ctx.addIssue({ code: 'custom', message: `"${bad.slice(0, 64)}" is not ${what}.` });
+      return z.NEVER;
+    }
+    return [...new Set(items.map((v) => v.toLowerCase()))];
+  });
 
 // Any 8-4-4-4-12 hex id, not only RFC 9562 ones (isUuid): a filter by an id never stored is an empty page,
 // as it always was, not a 400. Both cases written out: the OpenAPI pattern has no flags.
@@ -149,7 +143,9 @@ const uuidParam = z
 const rangeParam = z
   .string()
   .regex(/^[^,]*,[^,]*$/, 'Give "<start>,<end>": each side an RFC 3339 UTC timestamp, relative:-<n><m|h|d|w>, or empty (the end only).')
-  .describe('Half-open window `start,end` (start <= t < end), at most 30 days. Each side: RFC 3339 UTC timestamp or `relative:-<n><m|h|d|w>`; an empty end means now.');
+  .describe(
+    'Half-open window `start,end` (start <= t < end), at most 30 days. Each side: RFC 3339 UTC timestamp or `relative:-<n><m|h|d|w>`; an empty end means now.',
+  );
 
 /**
  * Query parameters of `GET /conversations/export/`. Unknown parameters are a 400; the range parameters

@@ -37,26 +37,29 @@ const MAX_PROPERTIES_BYTES = 64 * 1024;
 const required = { error: (issue: { input?: unknown }) => (issue.input === undefined ? 'Required.' : undefined) };
 
 export const metricInputSchema = z
-  .strictObject({
-    metric_name: z.string(required).trim().min(1, 'Required, not empty.').max(255),
-    value: z.number({ error: 'Must be a finite number.' }).optional(),
-    additional_properties: z
-      .record(z.string(), z.unknown())
-      // First, and aborting: the size check below stringifies, which a deep enough value overflows.
-      .refine((o) => !nestedDeeperThan(o, MAX_PROPERTIES_DEPTH), {
-        message: `Nested at most ${MAX_PROPERTIES_DEPTH} levels deep.`,
-        abort: true,
-      })
-      .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
-        message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
-      })
-      .optional(),
-    context_object_id: z.uuid().optional(),
-    context_object_type: z.string().max(255).optional(),
-    metric_object_id: z.uuid().optional(),
-    metric_object_type: z.string().max(255).optional(),
-    deduping_key: z.string().min(1).max(255).optional(),
-  }, required)
+  .strictObject(
+    {
+      metric_name: z.string(required).trim().min(1, 'Required, not empty.').max(255),
+      value: z.number({ error: 'Must be a finite number.' }).optional(),
+      additional_properties: z
+        .record(z.string(), z.unknown())
+        // First, and aborting: the size check below stringifies, which a deep enough value overflows.
+        .refine((o) => !nestedDeeperThan(o, MAX_PROPERTIES_DEPTH), {
+          message: `Nested at most ${MAX_PROPERTIES_DEPTH} levels deep.`,
+          abort: true,
+        })
+        .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
+          message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
+        })
+        .optional(),
+      context_object_id: z.uuid().optional(),
+      context_object_type: z.string().max(255).optional(),
+      metric_object_id: z.uuid().optional(),
+      metric_object_type: z.string().max(255).optional(),
+      deduping_key: z.string().min(1).max(255).optional(),
+    },
+    required,
+  )
   .meta({ id: 'Metric' });
 export type MetricInput = z.infer<typeof metricInputSchema>;
 
@@ -108,9 +111,7 @@ export const contactSchema = z
   .meta({ id: 'Contact' });
 export type Contact = z.infer<typeof contactSchema>;
 
-export const eventAcceptedSchema = z
-  .object({ activity_id: z.uuid(), contact: contactSchema.optional() })
-  .meta({ id: 'EventAccepted' });
+export const eventAcceptedSchema = z.object({ activity_id: z.uuid(), contact: contactSchema.optional() }).meta({ id: 'EventAccepted' });
 export type EventAccepted = z.infer<typeof eventAcceptedSchema>;
 
 import { errorObjectSchema } from './errors.js';

@@ -58,9 +58,9 @@ function conditionSchema<F extends z.ZodType<string>>(field: F) {
 export const propertyConditionSchema = conditionSchema(propertyPath).meta({ id: 'PropertyCondition' });
 export type PropertyCondition = z.infer<typeof propertyConditionSchema>;
 
-export const contactConditionSchema = conditionSchema(
-  z.enum(contactConditionFields, { error: `One of ${contactConditionFields.join(', ')}.` }),
-).meta({ id: 'ContactCondition' });
+export const contactConditionSchema = conditionSchema(z.enum(contactConditionFields, { error: `One of ${contactConditionFields.join(', ')}.` })).meta({
+  id: 'ContactCondition',
+});
 export type ContactCondition = z.infer<typeof contactConditionSchema>;
 
 /** Either kind of condition, as the matcher evaluates it. */
@@ -139,7 +139,7 @@ export const pageLimitParam = z
   .optional()
   .describe('Items in the page, 1 to 100; default 100.');
 
-export const cursorParam = z.string().min(1).max(4096).optional().describe('Taken from a previous page\'s `next` or `previous` link.');
+export const cursorParam = z.string().min(1).max(4096).optional().describe("Taken from a previous page's `next` or `previous` link.");
 
 export const flowListQuerySchema = z.strictObject({
   status: z.enum(flowStatuses).optional().describe('Only flows with this status.'),

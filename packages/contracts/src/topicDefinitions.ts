@@ -3,7 +3,9 @@ import { defineTopic } from './defineTopic.js';
 import { eventRecordSchema, flowTriggerRecordSchema, metricEventSchema, type EventRecord, type FlowTriggerRecord, type MetricEvent } from './records.js';
 import { headers as H, schemas, topics } from './topics.js';
 
-const metricNameHeader = { [H.metricName]: { describe: 'The metric name, to filter without parsing the value.', of: (v: { metric_name: string }) => v.metric_name } };
+const metricNameHeader = {
+  [H.metricName]: { describe: 'The metric name, to filter without parsing the value.', of: (v: { metric_name: string }) => v.metric_name },
+};
 
 /** `events`: every accepted event, as ingest-api wrote it. */
 export const eventsTopic = defineTopic<EventRecord>({

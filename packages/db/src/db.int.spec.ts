@@ -17,7 +17,13 @@ const backends: [string, () => Promise<Db>][] = [
 
 // Steps by file name, over every owner's folder (migrations/<owner>/NNN_name.sql).
 const migrationFiles = async () =>
-  [...new Set((await readdir(fileURLToPath(new URL('../migrations', import.meta.url)), { recursive: true })).filter((f) => f.endsWith('.sql')).map((f) => path.basename(f)))].sort();
+  [
+    ...new Set(
+      (await readdir(fileURLToPath(new URL('../migrations', import.meta.url)), { recursive: true }))
+        .filter((f) => f.endsWith('.sql'))
+        .map((f) => path.basename(f)),
+    ),
+  ].sort();
 
 describe.each(backends)('Db on %s', (name, open) => {
   let db: Db;
@@ -95,10 +101,12 @@ describe.each(backends)('Db on %s', (name, open) => {
     await db.tx(async (tx) => {
       await tx.query(sql`SELECT pg_notify('db_spec_channel', 'in-tx')`);
     });
-    await db.tx(async (tx) => {
-      await tx.query(sql`SELECT pg_notify('db_spec_channel', 'rolled-back')`);
-      throw new Error('roll back');
-    }).catch((e: Error) => expect(e.message).toBe('roll back'));
+    await db
+      .tx(async (tx) => {
+        await tx.query(sql`SELECT pg_notify('db_spec_channel', 'rolled-back')`);
+        throw new Error('roll back');
+      })
+      .catch((e: Error) => expect(e.message).toBe('roll back'));
     await db.query(sql`SELECT pg_notify('db_spec_channel', 'plain')`);
     await waitFor(() => got.length >= 2, { message: 'two notifications' });
     expect(got).toEqual(['in-tx', 'plain']);

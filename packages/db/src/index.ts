@@ -1,4 +1,14 @@
-export { sql, connectPostgres, formatQuery, isDatabaseUnavailable, DatabaseUnavailableError, type Db, type Queryable, type SQLQuery, type PostgresOptions } from './db.js';
+export {
+  sql,
+  connectPostgres,
+  formatQuery,
+  isDatabaseUnavailable,
+  DatabaseUnavailableError,
+  type Db,
+  type Queryable,
+  type SQLQuery,
+  type PostgresOptions,
+} from './db.js';
 export { openPglite } from './pglite.js';
 export { migrate, migrationSteps, migrationOwners, type MigrationStep, type MigrationOwner } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';

@@ -9,7 +9,18 @@ const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)),
  * Who owns tables, one folder each under migrations/ (see migrations/README.md), in the order their parts of one
  * step run: a part may use an earlier owner's tables.
  */
-export const migrationOwners = ['bus', 'runtime', 'http', 'ingest-api', 'activity-projector', 'flows', 'flow-matcher', 'conversation-projector', 'query-api', 'all-in-one'] as const;
+export const migrationOwners = [
+  'bus',
+  'runtime',
+  'http',
+  'ingest-api',
+  'activity-projector',
+  'flows',
+  'flow-matcher',
+  'conversation-projector',
+  'query-api',
+  'all-in-one',
+] as const;
 export type MigrationOwner = (typeof migrationOwners)[number];
 
 /**
@@ -40,7 +51,9 @@ export async function migrationSteps(dir = migrationsDir): Promise<MigrationStep
     }
   }
   const order = (o: MigrationOwner) => migrationOwners.indexOf(o);
-  return [...steps.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map((s) => ({ ...s, parts: s.parts.sort((a, b) => order(a.owner) - order(b.owner)) }));
+  return [...steps.values()]
+    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    .map((s) => ({ ...s, parts: s.parts.sort((a, b) => order(a.owner) - order(b.owner)) }));
 }
 
 /** Applies every migration step not yet applied, in name order, each in its own transaction (all its parts). */

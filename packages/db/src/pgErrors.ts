@@ -23,7 +23,10 @@ export function pgErrorCode(e: unknown): string | undefined {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
 }
 
-const is = (code: string) => (e: unknown): boolean => pgErrorCode(e) === code;
+const is =
+  (code: string) =>
+  (e: unknown): boolean =>
+    pgErrorCode(e) === code;
 
 export const isUniqueViolation = is(sqlState.uniqueViolation);
 export const isSerializationFailure = is(sqlState.serializationFailure);
@@ -47,5 +50,11 @@ export function isDataError(e: unknown): boolean {
 export function isServerUnavailable(e: unknown): boolean {
   const code = pgErrorCode(e);
   if (code === undefined) return false;
-  return code.startsWith('08') || code === sqlState.tooManyConnections || code === sqlState.adminShutdown || code === sqlState.crashShutdown || code === sqlState.cannotConnectNow;
+  return (
+    code.startsWith('08') ||
+    code === sqlState.tooManyConnections ||
+    code === sqlState.adminShutdown ||
+    code === sqlState.crashShutdown ||
+    code === sqlState.cannotConnectNow
+  );
 }

@@ -66,7 +66,11 @@ export const flowStore = {
   async page(db: Queryable, shopId: string, q: PageQuery & { status?: FlowStatus }): Promise<PositionedFlow[]> {
     const status = q.status ? sql`AND status = ${q.status}` : sql``;
     const { bound, order } = newestFirst(sql`created_at`, sql`id`, q);
-    return queryRows(db, sql`SELECT ${flowColumns} FROM flows WHERE shop_id = ${shopId} AND deleted_at IS NULL ${status} ${bound} ${order} LIMIT ${q.take}`, flowOf);
+    return queryRows(
+      db,
+      sql`SELECT ${flowColumns} FROM flows WHERE shop_id = ${shopId} AND deleted_at IS NULL ${status} ${bound} ${order} LIMIT ${q.take}`,
+      flowOf,
+    );
   },
 
   async update(db: Queryable, shopId: string, id: string, u: FlowUpdate): Promise<Flow | null> {
@@ -88,7 +92,9 @@ export const flowStore = {
 
   /** Soft delete: the flow stops matching and disappears from the API; its triggers stay in flow_triggers. */
   async remove(db: Queryable, shopId: string, id: string): Promise<boolean> {
-    const rows = await db.query(sql`UPDATE flows SET deleted_at = now(), updated_at = now() WHERE shop_id = ${shopId} AND id = ${id} AND deleted_at IS NULL RETURNING id`);
+    const rows = await db.query(
+      sql`UPDATE flows SET deleted_at = now(), updated_at = now() WHERE shop_id = ${shopId} AND id = ${id} AND deleted_at IS NULL RETURNING id`,
+    );
     return rows.length > 0;
   },
 };

@@ -97,7 +97,12 @@ export async function projectionSpec<T>(def: ProjectionDefinition<T>, opts: Proj
         },
         async then(check) {
           const tables = [...def.tables, 'projection_offsets', 'outbox'];
-          await db.query(sql`TRUNCATE ${sql.join(tables.map((t) => sql.ident(t)), sql`, `)}`);
+          await db.query(
+            sql`TRUNCATE ${sql.join(
+              tables.map((t) => sql.ident(t)),
+              sql`, `,
+            )}`,
+          );
           // Opened once, after the seed: state it holds (the flow matcher's index) reflects the given rows.
           logic ??= await def.open({ db, logger, topics });
           const rejected: Rejected[] = [];

@@ -154,7 +154,11 @@ export function parseBootstrapKeys(value: string): { secret: string; shops: stri
       // Named by position: an excerpt of a malformed entry could be the whole secret.
       if (eq <= 0) throw new Error(`BOOTSTRAP_API_KEYS: entry ${i + 1} is not <key>=<shop>[,<shop>...]`);
       const secret = entry.slice(0, eq).trim();
-      const shops = entry.slice(eq + 1).split(',').map((s) => s.trim().toLowerCase()).filter(Boolean);
+      const shops = entry
+        .slice(eq + 1)
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean);
       const bad = shops.find((s) => !isUuid(s));
       if (shops.length === 0 || bad !== undefined) throw new Error(`BOOTSTRAP_API_KEYS: shop "${bad ?? ''}" is not a uuid`);
       return { secret, shops };

@@ -84,7 +84,15 @@ export function shedHandler(service: string, logger: Logger, sheds: ((req: Incom
       latency.observe(labels, seconds);
       shed.inc({ service, route: a.route, status: labels.status });
       logger.info(
-        { request_id: a.requestId, shop_id: a.shopId, api_key_id: a.apiKeyId, method: req.method, path: a.route, status: res.statusCode, ms: Math.round(seconds * 1e4) / 10 },
+        {
+          request_id: a.requestId,
+          shop_id: a.shopId,
+          api_key_id: a.apiKeyId,
+          method: req.method,
+          path: a.route,
+          status: res.statusCode,
+          ms: Math.round(seconds * 1e4) / 10,
+        },
         'request',
       );
       return true;
@@ -171,7 +179,11 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   // The database is away (stopped, restarting, unreachable): the client may retry; not our bug, so no 500.
   if (isDatabaseUnavailable(err)) {
     (req.log ?? console).warn({ err: { message: (err as Error).message, code: (err as { code?: string }).code } }, 'database unavailable');
-    return sendError(res, requestId, new ApiError('unavailable', 'The database is unavailable; retry after the delay in Retry-After.', {}, { 'Retry-After': '2' }));
+    return sendError(
+      res,
+      requestId,
+      new ApiError('unavailable', 'The database is unavailable; retry after the delay in Retry-After.', {}, { 'Retry-After': '2' }),
+    );
   }
   (req.log ?? console).error({ err }, 'unhandled error');
   return sendError(res, requestId, new ApiError('internal_error', 'Something went wrong on our side. Quote the request id when you report it.'));
@@ -185,7 +197,9 @@ export function jsonBody(limit: string | number): RequestHandler[] {
     (req, _res, next) => {
       // null: no body at all (a 400 from validation, as with Content-Length: 0); false: another type.
       if (req.is('application/json') === false) {
-        return next(new ApiError('unsupported_media_type', 'Send the body with Content-Type: application/json.', { 'content-type': 'Must be application/json.' }));
+        return next(
+          new ApiError('unsupported_media_type', 'Send the body with Content-Type: application/json.', { 'content-type': 'Must be application/json.' }),
+        );
       }
       next();
     },

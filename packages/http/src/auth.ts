@@ -15,7 +15,8 @@ export const bearerSecret = (header: string | undefined): string | undefined => 
 export function requireAuth(keys: ApiKeyStore): RequestHandler {
   return async (req, _res, next) => {
     const secret = bearerSecret(req.get('authorization'));
-    if (secret === undefined) return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
+    if (secret === undefined)
+      return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
     const key = await keys.resolve(secret);
     if (!key) return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
     const shop = req.get('x-shop-id')?.trim() ?? '';

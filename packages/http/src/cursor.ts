@@ -10,7 +10,8 @@ export interface CursorCodec<T> {
   decode(token: string): T;
 }
 
-const invalid = () => new ApiError('invalid_cursor', 'The cursor is not valid: take it unchanged from a next or previous link.', { cursor: 'Invalid or altered.' });
+const invalid = () =>
+  new ApiError('invalid_cursor', 'The cursor is not valid: take it unchanged from a next or previous link.', { cursor: 'Invalid or altered.' });
 
 /**
  * `base64url(json).base64url(hmac-sha256(secret, json part))`. The payload is readable by whoever holds the

@@ -1,5 +1,17 @@
 export { ApiError, httpStatusOf } from './errors.js';
-export { createBaseApp, finishApp, errorHandler, jsonBody, requestContext, requestIdOf, sendError, sendJson, shedHandler, type AppParts, type ShedAnswer } from './app.js';
+export {
+  createBaseApp,
+  finishApp,
+  errorHandler,
+  jsonBody,
+  requestContext,
+  requestIdOf,
+  sendError,
+  sendJson,
+  shedHandler,
+  type AppParts,
+  type ShedAnswer,
+} from './app.js';
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
 export { bearerSecret, requireAuth } from './auth.js';
 export { listen, type RunningServer, type ShedHandler } from './server.js';

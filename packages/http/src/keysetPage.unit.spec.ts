@@ -10,13 +10,25 @@ const rows = Array.from({ length: 10 }, (_, i) => ({ n: 10 - i, position: 10 - i
 const fetch = async ({ after, direction, take }: PageQuery<number>) =>
   direction === 'next'
     ? rows.filter((r) => after === null || r.n < after).slice(0, take)
-    : rows.filter((r) => after === null || r.n > after).reverse().slice(0, take);
+    : rows
+        .filter((r) => after === null || r.n > after)
+        .reverse()
+        .slice(0, take);
 
 const codec = keysetCursorCodec('0123456789abcdef0123', z.number());
 const req = (url: string) => ({ originalUrl: url, protocol: 'http', get: () => 'api.test' }) as unknown as Request;
 const cursorOf = (link: string | null) => new URL(link!).searchParams.get('cursor') ?? undefined;
 const page = (cursor: string | undefined, filters: Record<string, string> = { scope: 'workspace' }) =>
-  keysetPage({ req: req('/v2026-04/things/?scope=workspace&limit=4'), publicBaseUrl: undefined, codec, cursor, limit: 4, pins: filters, query: filters, fetch });
+  keysetPage({
+    req: req('/v2026-04/things/?scope=workspace&limit=4'),
+    publicBaseUrl: undefined,
+    codec,
+    cursor,
+    limit: 4,
+    pins: filters,
+    query: filters,
+    fetch,
+  });
 
 describe('keysetPage (given rows 10..1, pages of 4)', () => {
   it('walks forward and back with absolute links that repeat the filters and limit', async () => {
@@ -52,8 +64,20 @@ describe('one cursor format for the export and the lists', () => {
   const tuple = keysetCursorCodec(secret, z.tuple([z.string(), z.string()]));
 
   it('opens an export cursor handed out before the pager was shared ({v, d: prev, k, f, w})', () => {
-    const old = cursorCodec(secret, z.unknown()).encode({ v: 1, d: 'prev', k: ['2026-04-01T00:00:00.000000Z', '0b6d5b0e-8f2a-4c1e-9d3b-2f6a7c8e9d10'], f: 'abc', w: { c: [1, 2] } });
-    expect(tuple.decode(old)).toEqual({ v: 1, d: 'prev', k: ['2026-04-01T00:00:00.000000Z', '0b6d5b0e-8f2a-4c1e-9d3b-2f6a7c8e9d10'], f: 'abc', w: { c: [1, 2] } });
+    const old = cursorCodec(secret, z.unknown()).encode({
+      v: 1,
+      d: 'prev',
+      k: ['2026-04-01T00:00:00.000000Z', '0b6d5b0e-8f2a-4c1e-9d3b-2f6a7c8e9d10'],
+      f: 'abc',
+      w: { c: [1, 2] },
+    });
+    expect(tuple.decode(old)).toEqual({
+      v: 1,
+      d: 'prev',
+      k: ['2026-04-01T00:00:00.000000Z', '0b6d5b0e-8f2a-4c1e-9d3b-2f6a7c8e9d10'],
+      f: 'abc',
+      w: { c: [1, 2] },
+    });
     // The lists' former form is not one: a 400 invalid_cursor, as for any cursor not ours.
     const listOld = cursorCodec(secret, z.unknown()).encode({ position: ['x', 'y'], direction: 'previous', filters: {} });
     expect(() => tuple.decode(listOld)).toThrow(ApiError);

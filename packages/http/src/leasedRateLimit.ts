@@ -131,7 +131,17 @@ export class LeasedRateLimiter {
     const id = `${apiKeyId}/${shopId}`;
     let s = this.keys.get(id);
     if (!s) {
-      s = { apiKeyId, shopId, local: 0, shared: this.policies.map((p) => p.limit), sharedAt: Date.now(), emptyUntil: 0, usedAt: 0, inflight: null, fallback: null };
+      s = {
+        apiKeyId,
+        shopId,
+        local: 0,
+        shared: this.policies.map((p) => p.limit),
+        sharedAt: Date.now(),
+        emptyUntil: 0,
+        usedAt: 0,
+        inflight: null,
+        fallback: null,
+      };
       this.keys.set(id, s);
     }
     s.usedAt = Date.now();
@@ -187,7 +197,12 @@ export class LeasedRateLimiter {
     rateLimited.inc({ bucket: this.o.bucket });
     const unit = this.o.unit ?? 'requests';
     const what = this.policies.map((p) => `${p.limit} ${unit} per ${p.windowSeconds === 1 ? 'second' : 'minute'}`).join(' and ');
-    return new ApiError('rate_limited', `At most ${what} for this API key and shop. Retry after ${d.retryAfter} seconds.`, {}, { ...d.headers, 'Retry-After': String(d.retryAfter) });
+    return new ApiError(
+      'rate_limited',
+      `At most ${what} for this API key and shop. Retry after ${d.retryAfter} seconds.`,
+      {},
+      { ...d.headers, 'Retry-After': String(d.retryAfter) },
+    );
   }
 
   /** Gives every unspent token back to the shared buckets and stops the sweeper. */
@@ -287,9 +302,15 @@ export class LeasedRateLimiter {
     // Tokens leased before the outage are spent first.
     if (s.local >= cost) {
       s.local -= cost;
-      return this.decision(true, f.tokens.map((t) => Math.floor(t + s.local)), 0, false, () => {
-        s.local += cost;
-      });
+      return this.decision(
+        true,
+        f.tokens.map((t) => Math.floor(t + s.local)),
+        0,
+        false,
+        () => {
+          s.local += cost;
+        },
+      );
     }
     if (f.tokens.every((t) => t >= cost)) {
       f.tokens = f.tokens.map((t) => t - cost);

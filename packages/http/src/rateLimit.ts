@@ -52,9 +52,14 @@ export function rateLimit(o: RateLimitOptions): RequestHandler {
       if (count > o.limit) {
         rateLimited.inc({ bucket: o.bucket });
         return next(
-          new ApiError('rate_limited', `At most ${o.limit} requests per ${o.windowSeconds} seconds for this API key and shop. Retry after ${reset} seconds.`, {}, {
-            'Retry-After': String(reset),
-          }),
+          new ApiError(
+            'rate_limited',
+            `At most ${o.limit} requests per ${o.windowSeconds} seconds for this API key and shop. Retry after ${reset} seconds.`,
+            {},
+            {
+              'Retry-After': String(reset),
+            },
+          ),
         );
       }
       next();

@@ -33,7 +33,7 @@ const routes = [
     method: 'get',
     path: '/v2026-04/owners/{owner_id}/things/',
     operationId: 'listOwnerThings',
-    summary: 'An owner\'s things',
+    summary: "An owner's things",
     tags: ['Things'],
     params: { owner_id: uuidPathParam('The owner id.') },
     query: z.object({ limit: z.string().regex(/^\d+$/).optional() }),
@@ -66,7 +66,13 @@ const codeOf = async (r: Response) => ((await r.json()) as { error: { code: stri
 describe('defineRoute', () => {
   it('yields the OpenAPI operation of what it declares: path parameters, query, body and example', () => {
     const [op, list] = routes.map((r) => r.operation);
-    expect(op).toMatchObject({ method: 'patch', path: '/v2026-04/things/{id}/', operationId: 'updateThing', bodyExample: { name: 'x' }, errors: [400, 404, 413, 415] });
+    expect(op).toMatchObject({
+      method: 'patch',
+      path: '/v2026-04/things/{id}/',
+      operationId: 'updateThing',
+      bodyExample: { name: 'x' },
+      errors: [400, 404, 413, 415],
+    });
     expect(op.params).toEqual([{ name: 'id', in: 'path', schema: expect.any(z.ZodType), description: 'The thing id.' }]);
     expect(Object.keys(op.query!.shape)).toEqual(['dry']);
     expect(routes.map((r) => r.expressPath)).toEqual(['/things/:id/', '/owners/:owner_id/things/']);

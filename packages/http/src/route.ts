@@ -88,8 +88,10 @@ export interface RouteInput<P extends string, Q, B> {
   body: Out<B>;
 }
 
-export interface RouteSpec<P extends string, Q extends z.ZodObject | undefined, B extends z.ZodType | undefined>
-  extends Omit<OpenApiOperation, 'params' | 'query' | 'body' | 'bodyExample'> {
+export interface RouteSpec<P extends string, Q extends z.ZodObject | undefined, B extends z.ZodType | undefined> extends Omit<
+  OpenApiOperation,
+  'params' | 'query' | 'body' | 'bodyExample'
+> {
   params?: Record<P, UuidPathParam>;
   /** Validated before the handler (after the path parameters), a 400 `validation_error` naming each bad parameter. */
   query?: Q;

@@ -11,7 +11,10 @@ afterAll(async () => {
   for (const s of servers) await s.close(1_000);
 });
 
-async function start(parts: { trustProxy?: string; trustRequestId?: boolean }, timeouts = { headersTimeoutMs: 1_000, requestTimeoutMs: 1_500, keepAliveTimeoutMs: 5_000 }) {
+async function start(
+  parts: { trustProxy?: string; trustRequestId?: boolean },
+  timeouts = { headersTimeoutMs: 1_000, requestTimeoutMs: 1_500, keepAliveTimeoutMs: 5_000 },
+) {
   const app = createBaseApp({ service: 'http-spec', logger, readiness: {}, ...parts });
   app.get('/who', (req, res) => {
     res.json({ id: req.id, ip: req.ip, protocol: req.protocol });
@@ -50,7 +53,9 @@ describe('server timeouts', () => {
     const text = await stall(base, 'POST /body HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"a":');
     expect(text).toMatch(/^HTTP\/1\.1 408 /);
     const id = /x-request-id: (\S+)/i.exec(text)![1];
-    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'request_timeout', message: expect.any(String), request_id: id, fields: {} } });
+    expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({
+      error: { code: 'request_timeout', message: expect.any(String), request_id: id, fields: {} },
+    });
   });
 
   it('half-sent headers are answered 408 too', async () => {
@@ -67,10 +72,15 @@ describe('what Node answers itself', () => {
       const text = await stall(base, `POST ${path} HTTP/1.1\r\nHost: x\r\nExpect: teapot\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}`);
       expect(text).toMatch(/^HTTP\/1\.1 417 /);
       const id = /x-request-id: (\S+)/i.exec(text)![1];
-      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'expectation_failed', message: expect.any(String), request_id: id, fields: { expect: expect.any(String) } } });
+      expect(JSON.parse(text.slice(text.indexOf('\r\n\r\n') + 4))).toEqual({
+        error: { code: 'expectation_failed', message: expect.any(String), request_id: id, fields: { expect: expect.any(String) } },
+      });
     }
     // 100-continue is still answered by the route.
-    const ok = await stall(base, 'POST /body HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}');
+    const ok = await stall(
+      base,
+      'POST /body HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}',
+    );
     expect(ok).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
   });
 });

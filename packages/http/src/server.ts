@@ -30,7 +30,11 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex, logger: L
   }
   const [status, code, message] =
     err.code === 'HPE_HEADER_OVERFLOW'
-      ? [431, 'headers_too_large', `The request line and headers are larger than ${MAX_HEADER_BYTES} bytes: shorten the URL (fewer ids per request) or the headers.`]
+      ? [
+          431,
+          'headers_too_large',
+          `The request line and headers are larger than ${MAX_HEADER_BYTES} bytes: shorten the URL (fewer ids per request) or the headers.`,
+        ]
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'request_timeout', 'The request did not arrive in time.']
         : [400, 'bad_request', 'The request is not valid HTTP/1.1.'];
@@ -56,9 +60,19 @@ function answerExpectation(req: http.IncomingMessage, res: http.ServerResponse, 
   const requestId = randomUUID();
   logger.info({ request_id: requestId, status: 417, expect: String(req.headers.expect).slice(0, 100) }, 'request refused: unsupported Expect');
   const body = JSON.stringify({
-    error: { code: 'expectation_failed', message: 'Only "Expect: 100-continue" is supported.', request_id: requestId, fields: { expect: 'Only 100-continue is supported.' } },
+    error: {
+      code: 'expectation_failed',
+      message: 'Only "Expect: 100-continue" is supported.',
+      request_id: requestId,
+      fields: { expect: 'Only 100-continue is supported.' },
+    },
   });
-  res.writeHead(417, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'x-request-id': requestId, connection: 'close' });
+  res.writeHead(417, {
+    'content-type': 'application/json; charset=utf-8',
+    'content-length': Buffer.byteLength(body),
+    'x-request-id': requestId,
+    connection: 'close',
+  });
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 

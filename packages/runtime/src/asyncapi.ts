@@ -76,7 +76,9 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       type: 'object',
       properties: {
         [H.contentType]: { type: 'string', const: 'application/json' },
-        [H.schema]: c.contract ? { type: 'string', const: c.contract, description: 'The contract of the value, packages/contracts/schemas/<schema>.json.' } : { type: 'string' },
+        [H.schema]: c.contract
+          ? { type: 'string', const: c.contract, description: 'The contract of the value, packages/contracts/schemas/<schema>.json.' }
+          : { type: 'string' },
         [H.shopId]: { type: 'string', format: 'uuid' },
         ...Object.fromEntries(Object.entries(c.extraHeaders ?? {}).map(([name, description]) => [name, { type: 'string', description }])),
       },
@@ -87,11 +89,12 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       title: c.title,
       contentType: 'application/json',
       headers: c.contract ? recordHeaders : { allOf: [dlqHeaders, recordHeaders] },
-      payload: c.contract ? liftSchema(c.contract, componentSchemas) : { description: 'The rejected record\'s value, byte for byte (it may not be JSON).' },
+      payload: c.contract ? liftSchema(c.contract, componentSchemas) : { description: "The rejected record's value, byte for byte (it may not be JSON)." },
       bindings: { kafka: { key: uuidKey, bindingVersion: '0.5.0' } },
     };
   }
-  const opId = (who: string, action: string, c: Channel) => `${who.replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? '').toUpperCase())}${action === 'send' ? 'Sends' : 'Receives'}${c.id[0].toUpperCase()}${c.id.slice(1)}`;
+  const opId = (who: string, action: string, c: Channel) =>
+    `${who.replace(/[^A-Za-z0-9]+(.)?/g, (_m, ch: string | undefined) => (ch ?? '').toUpperCase())}${action === 'send' ? 'Sends' : 'Receives'}${c.id[0].toUpperCase()}${c.id.slice(1)}`;
   const operations: Record<string, Json> = {};
   for (const c of channels) {
     for (const [action, who] of [...c.senders.map((s) => ['send', s] as const), ...c.receivers.map((r) => ['receive', r] as const)]) {
@@ -114,10 +117,17 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
     },
     defaultContentType: 'application/json',
     servers: {
-      kafka: { host: brokers?.[0] ?? '127.0.0.1:9092', protocol: 'kafka', description: brokers ? 'KAFKA_BROKERS of this deployment.' : '`pnpm infra up`\'s broker; embedded mode keeps the same topics in PostgreSQL.' },
+      kafka: {
+        host: brokers?.[0] ?? '127.0.0.1:9092',
+        protocol: 'kafka',
+        description: brokers ? 'KAFKA_BROKERS of this deployment.' : "`pnpm infra up`'s broker; embedded mode keeps the same topics in PostgreSQL.",
+      },
     },
     channels: Object.fromEntries(
-      channels.map((c) => [c.id, { address: c.address, description: c.description, messages: { [c.messageId]: { $ref: `#/components/messages/${c.messageId}` } } }]),
+      channels.map((c) => [
+        c.id,
+        { address: c.address, description: c.description, messages: { [c.messageId]: { $ref: `#/components/messages/${c.messageId}` } } },
+      ]),
     ),
     operations,
     components: { messages, schemas: componentSchemas },

@@ -61,7 +61,7 @@ class Components {
     if (io === 'input') this.inputsStarted = true;
     // An input form differs when its own text differs or it refers to one that differs.
     const differs = new Set(io === 'input' ? Object.keys(defs).filter((id) => this.outputs.has(id) && this.outputs.get(id) !== JSON.stringify(defs[id])) : []);
-    for (let grew = true; grew; ) {
+    for (let grew = true; grew;) {
       grew = false;
       for (const id of Object.keys(defs)) {
         if (!differs.has(id) && this.outputs.has(id) && [...refsOf(defs[id])].some((r) => differs.has(r))) {
@@ -96,7 +96,7 @@ const errorDescriptions: Record<number, string> = {
 };
 
 /** Every answer carries it; error bodies repeat it as `error.request_id`. */
-const requestIdHeader: OpenApiHeaders = { 'X-Request-Id': 'The request id: the caller\'s X-Request-Id when it is a valid one, else a new uuid.' };
+const requestIdHeader: OpenApiHeaders = { 'X-Request-Id': "The request id: the caller's X-Request-Id when it is a valid one, else a new uuid." };
 
 const headerObjects = (headers: OpenApiHeaders) =>
   Object.fromEntries(
@@ -157,7 +157,13 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
   const paths: Record<string, Record<string, unknown>> = {};
   ops.forEach((op, i) => {
     const parameters = [
-      ...(op.params ?? []).map((p) => ({ name: p.name, in: p.in, required: p.in === 'path' ? true : (p.required ?? false), description: p.description, schema: components.add(p.schema, 'input') })),
+      ...(op.params ?? []).map((p) => ({
+        name: p.name,
+        in: p.in,
+        required: p.in === 'path' ? true : (p.required ?? false),
+        description: p.description,
+        schema: components.add(p.schema, 'input'),
+      })),
       ...Object.entries(op.query?.shape ?? {}).map(([name, s]) => ({
         name,
         in: 'query',
@@ -177,7 +183,9 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
         ? {
             requestBody: {
               required: true,
-              content: { 'application/json': { schema: components.add(op.body, 'input'), ...(op.bodyExample !== undefined ? { example: op.bodyExample } : {}) } },
+              content: {
+                'application/json': { schema: components.add(op.body, 'input'), ...(op.bodyExample !== undefined ? { example: op.bodyExample } : {}) },
+              },
             },
           }
         : {}),

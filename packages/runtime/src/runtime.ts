@@ -1,5 +1,16 @@
 import { hostname } from 'node:os';
-import { createKafkaBus, createPlatformaticKafkaBus, createPgLogBus, type MemberIdStore, finiteRetention, ownedTopicSpecs, topicNames, type Bus, type OwnedTopicSpec, type TopicNames } from '@shopstream/bus';
+import {
+  createKafkaBus,
+  createPlatformaticKafkaBus,
+  createPgLogBus,
+  type MemberIdStore,
+  finiteRetention,
+  ownedTopicSpecs,
+  topicNames,
+  type Bus,
+  type OwnedTopicSpec,
+  type TopicNames,
+} from '@shopstream/bus';
 import { runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
@@ -116,7 +127,7 @@ export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], log
     configs = await bus.topicConfigs(kept);
   } catch (e) {
     // A check, not a dependency: a broker that refuses DescribeConfigs (ACLs) must not keep a service down.
-    logger.warn({ err: e }, 'could not read the topics\' retention; run `pnpm cli topics ensure` to check it');
+    logger.warn({ err: e }, "could not read the topics' retention; run `pnpm cli topics ensure` to check it");
     return [];
   }
   const found: FiniteRetention[] = [];
@@ -154,7 +165,9 @@ export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
   if (!instance) return undefined;
   return {
     async load(groupId) {
-      const member = await queryRow(db, sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`, (r) => String(r.member_id));
+      const member = await queryRow(db, sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`, (r) =>
+        String(r.member_id),
+      );
       return member ?? undefined;
     },
     async save(groupId, memberId) {

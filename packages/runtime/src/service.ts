@@ -49,7 +49,11 @@ export async function serve(
       ...opts.readiness,
     },
   });
-  const doc = buildOpenApi(opts.name, services.flatMap((s) => (s.openapi ? [s.openapi] : [])), rt.env.PUBLIC_BASE_URL);
+  const doc = buildOpenApi(
+    opts.name,
+    services.flatMap((s) => (s.openapi ? [s.openapi] : [])),
+    rt.env.PUBLIC_BASE_URL,
+  );
   app.get('/openapi.json', (_req, res) => {
     res.json(doc);
   });
@@ -61,7 +65,10 @@ export async function serve(
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
   app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
-  finishApp(app, services.flatMap((s) => s.openapi?.operations.map((op) => ({ method: op.method, path: op.path })) ?? []));
+  finishApp(
+    app,
+    services.flatMap((s) => s.openapi?.operations.map((op) => ({ method: op.method, path: op.path })) ?? []),
+  );
   const server = await listen(
     app,
     opts.port,
@@ -72,7 +79,11 @@ export async function serve(
       requestTimeoutMs: rt.env.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: rt.env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
     },
-    shedHandler(opts.name, rt.logger, services.flatMap((s) => (s.shed ? [s.shed] : []))),
+    shedHandler(
+      opts.name,
+      rt.logger,
+      services.flatMap((s) => (s.shed ? [s.shed] : [])),
+    ),
   );
   let stopping: Promise<void> | null = null;
   const stop = () =>

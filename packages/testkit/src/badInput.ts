@@ -75,11 +75,13 @@ export function send(baseUrl: string, r: BadRequest, agent: http.Agent, timeoutM
     req.on('error', (e: NodeJS.ErrnoException) => {
       // A body past the limit (or a bomb, past it once inflated): the server answers 413 and closes without reading the rest, and the client, still
       // writing, may see the reset before the answer. Any other broken connection fails.
-      if (((r.body?.length ?? 0) > 10 * 1024 * 1024 || r.tags.includes('bomb')) && (e.code === 'ECONNRESET' || e.code === 'EPIPE')) resolve({ status: 0, headers: {}, body: '' });
+      if (((r.body?.length ?? 0) > 10 * 1024 * 1024 || r.tags.includes('bomb')) && (e.code === 'ECONNRESET' || e.code === 'EPIPE'))
+        resolve({ status: 0, headers: {}, body: '' });
       // Known limit: a HEAD whose request line and headers pass 16 KiB over several packets gets its 431 with the
       // body (the method is known only when the refused packet holds the request line), which a client reads as
       // data after the answer. Only that case is let through.
-      else if (r.method === 'HEAD' && e.code === 'HPE_CLOSED_CONNECTION' && r.path.length + JSON.stringify(r.headers).length > 16 * 1024) resolve({ status: 0, headers: {}, body: '' });
+      else if (r.method === 'HEAD' && e.code === 'HPE_CLOSED_CONNECTION' && r.path.length + JSON.stringify(r.headers).length > 16 * 1024)
+        resolve({ status: 0, headers: {}, body: '' });
       else reject(new NoAnswerError(`${r.method} ${r.path.slice(0, 120)}: ${e.message}`, e.code));
     });
     req.end(r.body);
@@ -96,7 +98,8 @@ export function problemsOf(r: BadRequest, res: Answer): { kind: 'server_error' |
   const what = `${r.method} ${r.path.slice(0, 200)} -> ${res.status}: ${res.body.slice(0, 300)}`;
   const problems: { kind: 'server_error' | 'envelope' | 'request_id'; message: string }[] = [];
   const requestId = res.headers['x-request-id'];
-  if (typeof requestId !== 'string' || !/^[0-9a-f-]{36}$/.test(requestId)) problems.push({ kind: 'request_id', message: `no request id (${String(requestId)}): ${what}` });
+  if (typeof requestId !== 'string' || !/^[0-9a-f-]{36}$/.test(requestId))
+    problems.push({ kind: 'request_id', message: `no request id (${String(requestId)}): ${what}` });
   if (res.status >= 500) problems.push({ kind: 'server_error', message: what });
   if (res.status >= 400 && r.method !== 'HEAD') {
     let parsed: any;
@@ -150,7 +153,9 @@ export const oddValue: fc.Arbitrary<unknown> = fc.oneof(
   fc.constant([]),
   fc.constant({}),
   fc.dictionary(oddString, oddString, { maxKeys: 3 }),
-  fc.constantFrom('{"__proto__":1}', '{"__proto__":{"polluted":1}}', '{"constructor":{"prototype":{"x":1}}}', '{"prototype":1}').map((j) => JSON.parse(j) as unknown),
+  fc
+    .constantFrom('{"__proto__":1}', '{"__proto__":{"polluted":1}}', '{"constructor":{"prototype":{"x":1}}}', '{"prototype":1}')
+    .map((j) => JSON.parse(j) as unknown),
 );
 const oddTime = fc.constantFrom(
   '2026-04-01T10:00:00+16:00',
@@ -164,15 +169,44 @@ const oddTime = fc.constantFrom(
   '2026-04-01T10:00:00.123456789Z',
 );
 
-export const validEvent = () => ({ name: 'Placed Order', metric: { metric_name: 'placed_order', additional_properties: { total: 12 } }, contact: { email: 'a@example.com' } });
-export const validFlow = () => ({ name: 'Big orders', trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'cart.total', op: 'gte', value: 100 }] } });
-const fieldPaths = [['name'], ['metric'], ['metric', 'metric_name'], ['metric', 'value'], ['metric', 'additional_properties'], ['event_time'], ['contact'], ['contact', 'email'], ['contact', 'phone'], ['trigger'], ['trigger', 'metric_name'], ['trigger', 'property_conditions'], ['status'], ['__proto__'], ['constructor'], ['unknown_field']];
+export const validEvent = () => ({
+  name: 'Placed Order',
+  metric: { metric_name: 'placed_order', additional_properties: { total: 12 } },
+  contact: { email: 'a@example.com' },
+});
+export const validFlow = () => ({
+  name: 'Big orders',
+  trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'cart.total', op: 'gte', value: 100 }] },
+});
+const fieldPaths = [
+  ['name'],
+  ['metric'],
+  ['metric', 'metric_name'],
+  ['metric', 'value'],
+  ['metric', 'additional_properties'],
+  ['event_time'],
+  ['contact'],
+  ['contact', 'email'],
+  ['contact', 'phone'],
+  ['trigger'],
+  ['trigger', 'metric_name'],
+  ['trigger', 'property_conditions'],
+  ['status'],
+  ['__proto__'],
+  ['constructor'],
+  ['unknown_field'],
+];
 
 const setField = (obj: any, path: string[], value: unknown) => {
   let at = obj;
   for (const k of path.slice(0, -1)) at = at[k] = at[k] !== null && typeof at[k] === 'object' ? at[k] : {};
   // defineProperty: a `__proto__` key must end up in the JSON as a key, as a client would send it.
-  Object.defineProperty(at, path[path.length - 1], { value: value !== null && typeof value === 'object' ? structuredClone(value) : value, enumerable: true, writable: true, configurable: true });
+  Object.defineProperty(at, path[path.length - 1], {
+    value: value !== null && typeof value === 'object' ? structuredClone(value) : value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
 };
 
 /** A valid event or flow with one to three fields replaced by odd values, written as JSON. */
@@ -193,8 +227,15 @@ export const huge = fc.tuple(fc.boolean(), fc.constantFrom(...fieldPaths), hugeV
 
 /** Numbers JSON.stringify cannot write: past a double's range, hundreds of digits, more digits than a double holds. */
 export const oddNumberText = fc
-  .tuple(fc.constantFrom('1e400', '-1e400', '1e-400', '9'.repeat(400), `0.${'1'.repeat(400)}`, '123456789012345678901234567890', '-0', '1E+2', '0e0'), fc.boolean())
-  .map(([n, inValue]) => (inValue ? `{"name":"n","metric":{"metric_name":"m","value":${n}}}` : `{"name":"n","metric":{"metric_name":"m","additional_properties":{"n":${n}}},"event_time":${n}}`));
+  .tuple(
+    fc.constantFrom('1e400', '-1e400', '1e-400', '9'.repeat(400), `0.${'1'.repeat(400)}`, '123456789012345678901234567890', '-0', '1E+2', '0e0'),
+    fc.boolean(),
+  )
+  .map(([n, inValue]) =>
+    inValue
+      ? `{"name":"n","metric":{"metric_name":"m","value":${n}}}`
+      : `{"name":"n","metric":{"metric_name":"m","additional_properties":{"n":${n}}},"event_time":${n}}`,
+  );
 
 export const deep = fc.tuple(fc.constantFrom(33, 200, 5_000, 100_000), fc.constantFrom('[', '{"a":'), fc.boolean()).map(([depth, open, inEvent]) => {
   const inner = open.repeat(depth) + '1' + (open === '[' ? ']' : '}').repeat(depth);
@@ -204,7 +245,20 @@ export const deep = fc.tuple(fc.constantFrom(33, 200, 5_000, 100_000), fc.consta
 export const malformed = fc.oneof(
   fc.string({ maxLength: 50 }),
   mutated.chain((s) => fc.nat(s.length).map((n) => s.slice(0, n))),
-  fc.constantFrom('{', '{"name":', '[1,2', '{"a":1}}', 'NaN', '{"a":undefined}', "{'a':1}", '\u0000', '{"a":"\\ud800"}', '{"a":"\\u0000"}', '{"\\u0000":1}', '{"__proto__":{"x":1}}'),
+  fc.constantFrom(
+    '{',
+    '{"name":',
+    '[1,2',
+    '{"a":1}}',
+    'NaN',
+    '{"a":undefined}',
+    "{'a':1}",
+    '\u0000',
+    '{"a":"\\ud800"}',
+    '{"a":"\\u0000"}',
+    '{"\\u0000":1}',
+    '{"__proto__":{"x":1}}',
+  ),
 );
 
 /** A body and what it is. */
@@ -231,15 +285,60 @@ function oversized(): Buffer {
 export const uuid = '00000000-0000-4000-8000-000000000000';
 /** Every byte percent-encoded (encodeURIComponent throws on a lone surrogate; Buffer writes it as U+FFFD). */
 export const pct = (v: string) => Buffer.from(v, 'utf8').toString('hex').replace(/../g, '%$&');
-export const pathParam = fc.oneof(fc.constant(uuid), fc.uuid(), oddString.map(pct), fc.constantFrom('..', '%2e%2e', '%00', '%ED%A0%80', '%C0%80', '%ZZ', 'a'.repeat(2_000), "1'%20OR%201=1"));
+export const pathParam = fc.oneof(
+  fc.constant(uuid),
+  fc.uuid(),
+  oddString.map(pct),
+  fc.constantFrom('..', '%2e%2e', '%00', '%ED%A0%80', '%C0%80', '%ZZ', 'a'.repeat(2_000), "1'%20OR%201=1"),
+);
 export const queryValue = fc.oneof(
   { weight: 4, arbitrary: oddString.map(pct) },
-  { weight: 4, arbitrary: fc.constantFrom('-1', '0', '101', '%ED%A0%80', '%00', '1e3', '9'.repeat(30), 'relative:-7d,', 'relative:-99999d,', '2026-01-01T00:00:00Z,2026-12-31T00:00:00Z', ',', '%ZZ', 'eyJ4IjoxfQ', 'AAAA.BBBB', uuid, `${uuid},${uuid}`) },
+  {
+    weight: 4,
+    arbitrary: fc.constantFrom(
+      '-1',
+      '0',
+      '101',
+      '%ED%A0%80',
+      '%00',
+      '1e3',
+      '9'.repeat(30),
+      'relative:-7d,',
+      'relative:-99999d,',
+      '2026-01-01T00:00:00Z,2026-12-31T00:00:00Z',
+      ',',
+      '%ZZ',
+      'eyJ4IjoxfQ',
+      'AAAA.BBBB',
+      uuid,
+      `${uuid},${uuid}`,
+    ),
+  },
   // Up to 600 ids: past about 440 the URL alone passes 16 KiB (431).
   { weight: 1, arbitrary: fc.integer({ min: 2, max: 600 }).map((n) => Array.from({ length: n }, () => uuid).join(',')) },
 );
-const queryKey = fc.constantFrom('limit', 'cursor', 'id', 'id__in', 'contact_id', 'contact_id__in', 'agent_id', 'resolution', 'resolution__in', 'created_at__range', 'last_message_at__range', 'metric_name', 'scope', '__proto__', 'constructor', 'limit[]', 'x');
-export const query = fc.array(fc.tuple(queryKey, queryValue), { maxLength: 4 }).map((pairs) => (pairs.length ? `?${pairs.map(([k, v]) => `${k}=${v}`).join('&')}` : ''));
+const queryKey = fc.constantFrom(
+  'limit',
+  'cursor',
+  'id',
+  'id__in',
+  'contact_id',
+  'contact_id__in',
+  'agent_id',
+  'resolution',
+  'resolution__in',
+  'created_at__range',
+  'last_message_at__range',
+  'metric_name',
+  'scope',
+  '__proto__',
+  'constructor',
+  'limit[]',
+  'x',
+);
+export const query = fc
+  .array(fc.tuple(queryKey, queryValue), { maxLength: 4 })
+  .map((pairs) => (pairs.length ? `?${pairs.map(([k, v]) => `${k}=${v}`).join('&')}` : ''));
 
 const authHeader = fc.oneof(
   { weight: 8, arbitrary: fc.constant('valid') },
@@ -258,7 +357,10 @@ const contentType = fc.constantFrom(
   '',
 );
 const encoding = fc.oneof(
-  { weight: 40, arbitrary: fc.constantFrom(undefined, undefined, undefined, 'gzip', 'gzip-real', 'deflate', 'deflate-real', 'br', 'bogus', 'identity', 'gzip, gzip') },
+  {
+    weight: 40,
+    arbitrary: fc.constantFrom(undefined, undefined, undefined, 'gzip', 'gzip-real', 'deflate', 'deflate-real', 'br', 'bogus', 'identity', 'gzip, gzip'),
+  },
   // About one request in 50: each makes the server inflate up to its limit.
   { weight: 1, arbitrary: fc.constantFrom('gzip-bomb', 'deflate-bomb') },
 );
@@ -297,13 +399,33 @@ export interface BadRequestTarget {
 /** One generated request against one operation of the document (or its path with another method). */
 export function badRequest(target: BadRequestTarget): fc.Arbitrary<BadRequest> {
   return fc
-    .record({ op: fc.nat(), useOwnMethod: fc.boolean(), otherMethod: method, param: pathParam, query, auth: authHeader, shop: fc.oneof(fc.constant('own'), fc.constantFrom('none', 'not-a-uuid', uuid)), contentType, encoding, body, bigHeader: fc.nat(40) })
+    .record({
+      op: fc.nat(),
+      useOwnMethod: fc.boolean(),
+      otherMethod: method,
+      param: pathParam,
+      query,
+      auth: authHeader,
+      shop: fc.oneof(fc.constant('own'), fc.constantFrom('none', 'not-a-uuid', uuid)),
+      contentType,
+      encoding,
+      body,
+      bigHeader: fc.nat(40),
+    })
     .map((g): BadRequest => {
       const op = target.operations[g.op % target.operations.length];
       const tags = [g.body.tag];
       const headers: Record<string, string | string[]> = {};
       const bearer = `Bearer ${target.key}`;
-      const auth: Record<string, string | string[] | undefined> = { valid: bearer, none: undefined, bogus: 'Bearer ssk_bogus', basic: 'Basic dXNlcjpwYXNz', twice: [bearer, bearer], 'twice-bad-first': ['Bearer ssk_bogus', bearer], long: `Bearer ${'k'.repeat(5_000)}` };
+      const auth: Record<string, string | string[] | undefined> = {
+        valid: bearer,
+        none: undefined,
+        bogus: 'Bearer ssk_bogus',
+        basic: 'Basic dXNlcjpwYXNz',
+        twice: [bearer, bearer],
+        'twice-bad-first': ['Bearer ssk_bogus', bearer],
+        long: `Bearer ${'k'.repeat(5_000)}`,
+      };
       if (auth[g.auth] !== undefined) headers.authorization = auth[g.auth]!;
       if (g.auth !== 'valid') tags.push(g.auth.startsWith('twice') ? 'dup-auth' : `auth-${g.auth}`);
       if (g.shop !== 'none') headers['x-shop-id'] = g.shop === 'own' ? target.shopId : g.shop;
@@ -396,14 +518,23 @@ export function rawEdgeCases(shop: { key: string; shopId: string }): { name: str
   const post = (auth: string, body = event, extra = '') =>
     `POST /v2026-04/events/ HTTP/1.1\r\nHost: x\r\nX-Shop-Id: ${shop.shopId}\r\nContent-Type: application/json\r\n${auth}${extra}Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`;
   const ids = Array.from({ length: 10_000 }, () => uuid).join(',');
-  const chunked = (chunks: string) => `POST /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunks}`;
+  const chunked = (chunks: string) =>
+    `POST /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${chunks}`;
   return [
     { name: 'two Authorization headers, both good', method: 'POST', request: post(good + good) },
     { name: 'two Authorization headers, the first bad', method: 'POST', request: post(bad + good) },
     { name: 'two Authorization headers, the second bad', method: 'POST', request: post(good + bad) },
     { name: 'Basic, then Bearer', method: 'POST', request: post(`Authorization: Basic abc\r\n${good}`) },
-    { name: 'HEAD of a POST-only path', method: 'HEAD', request: `HEAD /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
-    { name: 'a 10,000-id id__in URL', method: 'GET', request: `GET /v2026-04/conversations/export/?id__in=${ids} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },
+    {
+      name: 'HEAD of a POST-only path',
+      method: 'HEAD',
+      request: `HEAD /v2026-04/events/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n`,
+    },
+    {
+      name: 'a 10,000-id id__in URL',
+      method: 'GET',
+      request: `GET /v2026-04/conversations/export/?id__in=${ids} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    },
     { name: 'a 20 KiB header', method: 'POST', request: post(good, event, `X-Big: ${'a'.repeat(20_000)}\r\n`) },
     { name: '500 headers', method: 'POST', request: post(good, event, Array.from({ length: 500 }, (_, i) => `X-H${i}: v\r\n`).join('')) },
     { name: 'not an HTTP request line', method: '', request: 'BLAH\r\n\r\n' },
@@ -412,9 +543,17 @@ export function rawEdgeCases(shop: { key: string; shopId: string }): { name: str
     { name: 'a chunk longer than its size', method: 'POST', request: chunked(`2\r\n${event}\r\n0\r\n\r\n`) },
     { name: 'a good chunked body', method: 'POST', request: chunked(`${Buffer.byteLength(event).toString(16)}\r\n${event}\r\n0\r\n\r\n`) },
     { name: 'a control character in a header value', method: 'POST', request: post(good, event, 'X-Odd: a\u0001b\r\n') },
-    { name: 'a NUL in the URL', method: 'GET', request: `GET /v2026-04/flows/\u0000/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
+    {
+      name: 'a NUL in the URL',
+      method: 'GET',
+      request: `GET /v2026-04/flows/\u0000/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n`,
+    },
     { name: 'a space in the URL', method: 'GET', request: `GET /v2026-04/flows/a b/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },
-    { name: 'an absolute-form target', method: 'GET', request: `GET http://evil.example/v2026-04/flows/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n` },
+    {
+      name: 'an absolute-form target',
+      method: 'GET',
+      request: `GET http://evil.example/v2026-04/flows/ HTTP/1.1\r\nHost: x\r\n${good}X-Shop-Id: ${shop.shopId}\r\nConnection: close\r\n\r\n`,
+    },
     { name: 'HTTP/1.0 without Host', method: 'GET', request: `GET /v2026-04/flows/ HTTP/1.0\r\n${good}X-Shop-Id: ${shop.shopId}\r\n\r\n` },
     { name: 'HTTP/2.0 on HTTP/1.1', method: 'GET', request: `GET /v2026-04/flows/ HTTP/2.0\r\nHost: x\r\n\r\n` },
     { name: 'a lowercase method', method: 'get', request: `get /v2026-04/flows/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n` },

@@ -25,7 +25,12 @@ export type Call = (shop: Shop, method: string, path: string, body?: unknown, he
 
 export function caller(baseUrl: string): Call {
   return async (shop, method, p, body, headers = shop.headers) => {
-    const res = await fetch(p.startsWith('http') ? p : `${baseUrl}/v2026-04${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+    const res = await fetch(p.startsWith('http') ? p : `${baseUrl}/v2026-04${p}`, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(30_000),
+    });
     const text = await res.text();
     let parsed: any = null;
     try {
@@ -109,14 +114,29 @@ export async function seedShop(
   const records: ConversationRecord[] = [0, 1].map((i) => ({
     type: 'conversation.upserted',
     shop_id: a.shopId,
-    conversation: { id: randomUUID(), agent_id: null, contact_id: null, user_id: null, created_at: at(i), updated_at: at(i), flags: [], tags: [], intent: {}, topic: {}, type: 'email' },
+    conversation: {
+      id: randomUUID(),
+      agent_id: null,
+      contact_id: null,
+      user_id: null,
+      created_at: at(i),
+      updated_at: at(i),
+      flags: [],
+      tags: [],
+      intent: {},
+      topic: {},
+      type: 'email',
+    },
   }));
   for (const r of records) ids.add((r as { conversation: { id: string } }).conversation.id);
   A.conversation = (records[0] as { conversation: { id: string } }).conversation.id;
   await opts.publish(records.map((r) => conversationsTopic.record(r)));
   await poll(async () => (await call(a, 'GET', `/flows/${A.flow}/triggers/`)).body?.results?.length === 2, "A's triggers projected");
   await poll(async () => (await call(a, 'GET', '/activities/?scope=workspace')).body?.results?.length === 2, "A's workspace activities projected");
-  await poll(async () => (await call(a, 'GET', '/conversations/export/?created_at__range=relative:-1d,')).body?.results?.length === 2, "A's conversations projected");
+  await poll(
+    async () => (await call(a, 'GET', '/conversations/export/?created_at__range=relative:-1d,')).body?.results?.length === 2,
+    "A's conversations projected",
+  );
   const second = await call(a, 'POST', '/flows/', { name: 'A second', trigger: { metric_name: 'other' } });
   ids.add(second.body.id);
   const data = A as ShopData;
@@ -165,7 +185,12 @@ export interface Attempt {
 
 /** A body each writing operation accepts from its own shop (so a refusal is the shop check's, not validation's). */
 export function bodyFor(method: string, template: string): unknown {
-  if (method === 'post') return template.includes('flows') ? { name: 'x', trigger: { metric_name: 'x' } } : template.includes('bulk') ? { events: [{ name: 'x', metric: { metric_name: 'x' } }] } : { name: 'x', metric: { metric_name: 'x' } };
+  if (method === 'post')
+    return template.includes('flows')
+      ? { name: 'x', trigger: { metric_name: 'x' } }
+      : template.includes('bulk')
+        ? { events: [{ name: 'x', metric: { metric_name: 'x' } }] }
+        : { name: 'x', metric: { metric_name: 'x' } };
   if (method === 'patch') return { status: 'paused', name: 'taken' };
   return undefined;
 }
@@ -177,7 +202,14 @@ export function bodyFor(method: string, template: string): unknown {
  * timeline cursor on B's own contact (400), and B's own lists (200, nothing of A's). `everyId`: each of A's ids
  * (of any kind) in every path that takes one, not only the id of the path's own kind.
  */
-export function crossShopAttempts(doc: { paths: Record<string, Record<string, unknown>> }, A: ShopData, b: Shop, bOwnContact: string, aShopId: string, opts: { everyId?: boolean } = {}): Attempt[] {
+export function crossShopAttempts(
+  doc: { paths: Record<string, Record<string, unknown>> },
+  A: ShopData,
+  b: Shop,
+  bOwnContact: string,
+  aShopId: string,
+  opts: { everyId?: boolean } = {},
+): Attempt[] {
   const out: Attempt[] = [];
   for (const [template, ops] of Object.entries(doc.paths)) {
     for (const method of Object.keys(ops).filter((m) => m !== 'parameters')) {
@@ -185,26 +217,56 @@ export function crossShopAttempts(doc: { paths: Record<string, Record<string, un
       const q = requiredQuery(template);
       const p = `${fillPath(template, A).replace('/v2026-04', '')}${q ? `?${q}` : ''}`;
       const body = bodyFor(method, template);
-      out.push({ kind: 'foreign-key', op, method: method.toUpperCase(), path: p, body, headers: { ...b.headers, 'x-shop-id': aShopId }, expected: { status: 403, code: 'forbidden' } });
+      out.push({
+        kind: 'foreign-key',
+        op,
+        method: method.toUpperCase(),
+        path: p,
+        body,
+        headers: { ...b.headers, 'x-shop-id': aShopId },
+        expected: { status: 403, code: 'forbidden' },
+      });
       if (template.includes('{')) {
         out.push({ kind: 'foreign-id', op, method: method.toUpperCase(), path: p, body, headers: b.headers, expected: { status: 404, code: 'not_found' } });
         // everyId: also each of A's other ids (of any kind) in the path.
         for (const id of opts.everyId ? A.ids : []) {
           const pi = `${template.replace('/v2026-04', '').replace(/\{(\w+)\}/g, id)}${q ? `?${q}` : ''}`;
-          if (pi !== p) out.push({ kind: 'foreign-id', op, method: method.toUpperCase(), path: pi, body, headers: b.headers, expected: { status: 404, code: 'not_found' } });
+          if (pi !== p)
+            out.push({
+              kind: 'foreign-id',
+              op,
+              method: method.toUpperCase(),
+              path: pi,
+              body,
+              headers: b.headers,
+              expected: { status: 404, code: 'not_found' },
+            });
         }
-      }
-      else if (method === 'get') out.push({ kind: 'own', op, method: 'GET', path: p, headers: b.headers, expected: { status: 200 } });
+      } else if (method === 'get') out.push({ kind: 'own', op, method: 'GET', path: p, headers: b.headers, expected: { status: 200 } });
     }
   }
   for (const [op, url] of Object.entries(A.cursors)) {
     const p = url.replace(/^https?:\/\/[^/]+\/v2026-04/, '');
     // A path that names A's contact or flow: not B's, so 404 before the cursor is read.
     const namesA = op.includes('{');
-    out.push({ kind: 'foreign-cursor', op, method: 'GET', path: p, headers: b.headers, expected: namesA ? { status: 404, code: 'not_found' } : { status: 400, code: 'invalid_cursor' } });
+    out.push({
+      kind: 'foreign-cursor',
+      op,
+      method: 'GET',
+      path: p,
+      headers: b.headers,
+      expected: namesA ? { status: 404, code: 'not_found' } : { status: 400, code: 'invalid_cursor' },
+    });
     if (op.includes('{contact_id}')) {
       const cursor = new URL(url).searchParams.get('cursor')!;
-      out.push({ kind: 'foreign-cursor', op, method: 'GET', path: `/contacts/${bOwnContact}/timeline/?limit=1&cursor=${encodeURIComponent(cursor)}`, headers: b.headers, expected: { status: 400, code: 'invalid_cursor' } });
+      out.push({
+        kind: 'foreign-cursor',
+        op,
+        method: 'GET',
+        path: `/contacts/${bOwnContact}/timeline/?limit=1&cursor=${encodeURIComponent(cursor)}`,
+        headers: b.headers,
+        expected: { status: 400, code: 'invalid_cursor' },
+      });
     }
   }
   return out;
@@ -215,7 +277,8 @@ export function crossShopAttempts(doc: { paths: Record<string, Record<string, un
  * a write changes it), or any answer naming one of A's ids that B did not send itself.
  */
 export function revealsOrChanges(attempt: Attempt, reply: Reply, A: ShopData): string | undefined {
-  if (attempt.kind !== 'own' && reply.status >= 200 && reply.status < 300) return `${attempt.kind} ${attempt.method} ${attempt.path}: ${reply.status} ${reply.text.slice(0, 200)}`;
+  if (attempt.kind !== 'own' && reply.status >= 200 && reply.status < 300)
+    return `${attempt.kind} ${attempt.method} ${attempt.path}: ${reply.status} ${reply.text.slice(0, 200)}`;
   const sent = `${attempt.path} ${JSON.stringify(attempt.body ?? null)}`;
   for (const id of A.ids) if (reply.text.includes(id) && !sent.includes(id)) return `${attempt.kind} ${attempt.method} ${attempt.path}: names A's ${id}`;
   return undefined;
@@ -228,6 +291,11 @@ export function revealsOrChanges(attempt: Attempt, reply: Reply, A: ShopData): s
 export async function ownEventWithForeignContact(call: Call, b: Shop, A: ShopData): Promise<{ reply: Reply; contact: string | undefined; problem?: string }> {
   const reply = await call(b, 'POST', '/events/', { name: 'B order', metric: { metric_name: 'placed_order' }, contact: { remote_id: A.contact } });
   const contact = reply.body?.contact?.id as string | undefined;
-  const problem = reply.status !== 202 ? `B's own event: ${reply.status} ${reply.text.slice(0, 200)}` : contact === A.contact ? `B's event with A's contact id as its remote id got A's contact ${contact}` : undefined;
+  const problem =
+    reply.status !== 202
+      ? `B's own event: ${reply.status} ${reply.text.slice(0, 200)}`
+      : contact === A.contact
+        ? `B's event with A's contact id as its remote id got A's contact ${contact}`
+        : undefined;
   return { reply, contact, problem };
 }

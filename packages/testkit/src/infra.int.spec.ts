@@ -46,26 +46,24 @@ describe('testkit infrastructure', () => {
     await consumer.connect();
     cleanups.push(() => consumer.disconnect());
     await consumer.subscribe({ topic, fromBeginning: true });
-    const received = await new Promise<{ key: string; value: string; schema: string; partition: number; offset: string }>(
-      (resolve, reject) => {
-        consumer
-          .run({
-            autoCommit: false,
-            eachMessage: async ({ partition, message }) => {
-              const next = (BigInt(message.offset) + 1n).toString();
-              await consumer.commitOffsets([{ topic, partition, offset: next }]);
-              resolve({
-                key: message.key?.toString() ?? '',
-                value: message.value?.toString() ?? '',
-                schema: message.headers?.schema?.toString() ?? '',
-                partition,
-                offset: message.offset,
-              });
-            },
-          })
-          .catch(reject);
-      },
-    );
+    const received = await new Promise<{ key: string; value: string; schema: string; partition: number; offset: string }>((resolve, reject) => {
+      consumer
+        .run({
+          autoCommit: false,
+          eachMessage: async ({ partition, message }) => {
+            const next = (BigInt(message.offset) + 1n).toString();
+            await consumer.commitOffsets([{ topic, partition, offset: next }]);
+            resolve({
+              key: message.key?.toString() ?? '',
+              value: message.value?.toString() ?? '',
+              schema: message.headers?.schema?.toString() ?? '',
+              partition,
+              offset: message.offset,
+            });
+          },
+        })
+        .catch(reject);
+    });
     expect(received).toMatchObject({ key: 'shop-1', value: '{"n":1}', schema: 'test.v1', partition: ack!.partition });
     await consumer.stop();
 

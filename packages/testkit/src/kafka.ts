@@ -7,19 +7,7 @@ import { fileURLToPath } from 'node:url';
 import type { ContainerRuntimeClient } from 'testcontainers';
 import { Kafka, logLevel } from 'kafkajs';
 import { dockerEngine } from './docker.js';
-import {
-  cacheRoot,
-  errorText,
-  findExecutable,
-  freePort,
-  log,
-  once,
-  pollUntil,
-  runCommand,
-  startServer,
-  stopChild,
-  sweepRuns,
-} from './proc.js';
+import { cacheRoot, errorText, findExecutable, freePort, log, once, pollUntil, runCommand, startServer, stopChild, sweepRuns } from './proc.js';
 import { InfraUnavailableError } from './unavailable.js';
 import { KAFKA_IMAGE, KAFKA_VERSION } from './versions.js';
 
@@ -124,10 +112,7 @@ export async function ensureKafka(options: KafkaOptions = {}): Promise<KafkaHand
 }
 
 /** Polls until a broker answers describeCluster and listTopics, i.e. it is registered and serving. */
-export async function waitForKafka(
-  brokers: string[],
-  opts: { what: string; timeoutMs: number; abort?: () => string | undefined },
-): Promise<void> {
+export async function waitForKafka(brokers: string[], opts: { what: string; timeoutMs: number; abort?: () => string | undefined }): Promise<void> {
   const kafka = new Kafka({
     clientId: 'testkit-probe',
     brokers,
@@ -212,16 +197,7 @@ export async function kafkaLibs(): Promise<string> {
   const started = Date.now();
   const { code, output } = await runCommand(
     mvn,
-    [
-      '-q',
-      '-B',
-      '-f',
-      POM,
-      `-Dkafka.version=${KAFKA_VERSION}`,
-      'dependency:copy-dependencies',
-      '-DincludeScope=runtime',
-      `-DoutputDirectory=${tmp}`,
-    ],
+    ['-q', '-B', '-f', POM, `-Dkafka.version=${KAFKA_VERSION}`, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${tmp}`],
     { timeoutMs: 15 * 60_000 },
   );
   if (code !== 0) {
@@ -285,11 +261,10 @@ async function storageTemplate(java: string, cp: string): Promise<string> {
     const propsFile = path.join(tmp, 'server.properties');
     // Ports are not used by a format; any valid listener layout will do.
     await writeFile(propsFile, properties(brokerProperties(data, 1, 2)) + '\n');
-    const format = await runCommand(
-      java,
-      [...jvmFlags('test', []), '-cp', cp, 'kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', propsFile],
-      { cwd: tmp, timeoutMs: 60_000 },
-    );
+    const format = await runCommand(java, [...jvmFlags('test', []), '-cp', cp, 'kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', propsFile], {
+      cwd: tmp,
+      timeoutMs: 60_000,
+    });
     if (format.code !== 0) {
       throw new Error(`kafka StorageTool format failed (exit ${format.code}):\n${format.output.trim()}`);
     }
@@ -538,9 +513,7 @@ async function startKafkaContainer(client: ContainerRuntimeClient, options: Kafk
     'log.dirs': '/tmp/kraft-combined-logs',
   };
   // The image turns KAFKA_FOO_BAR into foo.bar in its server.properties.
-  const environment = Object.fromEntries(
-    Object.entries(settings).map(([k, v]) => [`KAFKA_${k.toUpperCase().replaceAll('.', '_')}`, v]),
-  );
+  const environment = Object.fromEntries(Object.entries(settings).map(([k, v]) => [`KAFKA_${k.toUpperCase().replaceAll('.', '_')}`, v]));
   environment.CLUSTER_ID = clusterId();
   environment.KAFKA_HEAP_OPTS = '-Xmx512m';
   log(`starting ${KAFKA_IMAGE} in Docker on ${host}:${hostPort}`);
@@ -667,7 +640,14 @@ export async function startLocalKafkaCluster(options: KafkaClusterOptions = {}):
   const brokers = nodes.map((n) => n.broker);
   // The node is up when the cluster's metadata names it again (a restarted one rejoins a running quorum).
   const registered = async (n: KafkaClusterNode, abort: () => string | undefined, timeoutMs: number) => {
-    const kafka = new Kafka({ clientId: 'testkit-cluster-probe', brokers: [n.broker], logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 5_000, retry: { retries: 0 } });
+    const kafka = new Kafka({
+      clientId: 'testkit-cluster-probe',
+      brokers: [n.broker],
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 3_000,
+      requestTimeout: 5_000,
+      retry: { retries: 0 },
+    });
     await pollUntil(
       `local Kafka ${KAFKA_VERSION} node ${n.id} on ${n.broker}`,
       async () => {

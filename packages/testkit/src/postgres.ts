@@ -106,17 +106,11 @@ async function serverVersion(url: string): Promise<string> {
   return withClient(url, async (c) => (await c.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version);
 }
 
-export async function waitForPostgres(
-  url: string,
-  opts: { what: string; timeoutMs: number; abort?: () => string | undefined },
-): Promise<string> {
+export async function waitForPostgres(url: string, opts: { what: string; timeoutMs: number; abort?: () => string | undefined }): Promise<string> {
   return pollUntil(opts.what, () => serverVersion(url), { timeoutMs: opts.timeoutMs, intervalMs: 100, abort: opts.abort });
 }
 
-async function probeExisting(
-  url: string,
-  port: number,
-): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
+async function probeExisting(url: string, port: number): Promise<{ ok: true; version: string } | { ok: false; reason: string }> {
   // A bare TCP check first: pg's own connect on a dead port is slower to give up.
   if (!(await tcpAnswers('127.0.0.1', port))) return { ok: false, reason: 'nothing listens there' };
   try {
@@ -320,10 +314,9 @@ export async function dropTestDatabase(url: string): Promise<void> {
 /** Drops every database that createTestDatabase made during one test run. Returns how many. */
 export async function dropRunDatabases(adminUrl: string, run: string): Promise<number> {
   return withClient(adminUrl, async (c) => {
-    const { rows } = await c.query<{ datname: string }>(
-      `SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = $1`,
-      [`${RUN_COMMENT}${run}`],
-    );
+    const { rows } = await c.query<{ datname: string }>(`SELECT datname FROM pg_database WHERE shobj_description(oid, 'pg_database') = $1`, [
+      `${RUN_COMMENT}${run}`,
+    ]);
     for (const { datname } of rows) await c.query(`DROP DATABASE IF EXISTS ${quoteIdent(datname)} WITH (FORCE)`);
     return rows.length;
   });

@@ -30,6 +30,9 @@ export function ensurePromtool(): string {
     return bin;
   } catch (e) {
     rmSync(work, { recursive: true, force: true });
-    throw new Error(`promtool is not on PATH and could not be fetched from Debian's prometheus package (${(e as Error).message}); install promtool (package prometheus).`, { cause: e });
+    throw new Error(
+      `promtool is not on PATH and could not be fetched from Debian's prometheus package (${(e as Error).message}); install promtool (package prometheus).`,
+      { cause: e },
+    );
   }
 }

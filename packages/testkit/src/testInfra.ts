@@ -16,7 +16,7 @@ export function testInfra(): { kafkaBrokers: string[]; databaseUrl: string } {
   const databaseUrl = inject('databaseUrl');
   if (!kafkaBrokers?.length || !databaseUrl) {
     throw new Error(
-      "testInfra(): nothing was provided. Run the tests through the root vitest.config.ts, whose globalSetup " +
+      'testInfra(): nothing was provided. Run the tests through the root vitest.config.ts, whose globalSetup ' +
         "is '@shopstream/testkit/globalSetup' (packages/testkit/src/globalSetup.ts).",
     );
   }

@@ -3,11 +3,7 @@
  * so whoever reads a red CI log knows what to set up without reading testkit's code.
  */
 export class InfraUnavailableError extends Error {
-  constructor(
-    what: 'Kafka' | 'PostgreSQL',
-    reasons: { env: string; docker: string; local: string },
-    fix: string,
-  ) {
+  constructor(what: 'Kafka' | 'PostgreSQL', reasons: { env: string; docker: string; local: string }, fix: string) {
     super(
       [
         `No ${what} for the tests. @shopstream/testkit tries three ways, in order, and none worked:`,

@@ -1,5 +1,8 @@
 /** Polls until fn returns something other than undefined/false/null, or fails with message after timeoutMs. */
-export async function waitFor<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {}): Promise<T> {
+export async function waitFor<T>(
+  fn: () => Promise<T | undefined | null | false> | T | undefined | null | false,
+  opts: { timeoutMs?: number; intervalMs?: number; message?: string } = {},
+): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   let lastError: unknown;
   for (;;) {

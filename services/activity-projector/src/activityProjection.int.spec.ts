@@ -17,7 +17,16 @@ const event = (n: number, over: Partial<EventRecord> = {}): EventRecord => ({
   received_at: `2026-01-01T10:00:1${n}.000Z`,
   remote_id: null,
   remote_platform: null,
-  metric: { metric_name: 'placed_order', value: n, additional_properties: { n }, context_object_id: null, context_object_type: null, metric_object_id: null, metric_object_type: null, deduping_key: null },
+  metric: {
+    metric_name: 'placed_order',
+    value: n,
+    additional_properties: { n },
+    context_object_id: null,
+    context_object_type: null,
+    metric_object_id: null,
+    metric_object_type: null,
+    deduping_key: null,
+  },
   contact: null,
   request_id: `req-${n}`,
   ...over,
@@ -40,15 +49,32 @@ describe('activity projection (given events records, when applied, then activiti
       expect(applied).toBe(2);
       expect(rejected).toEqual([]);
       expect(await rows(activities)).toEqual([
-        { id: event(1).activity_id, name: 'Placed Order', event_time: new Date('2026-01-01T10:00:01.000Z'), recorded_at: new Date('2026-01-01T10:00:11.000Z'), contact_id: null },
-        { id: event(2).activity_id, name: 'Placed Order', event_time: new Date('2026-01-01T10:00:02.000Z'), recorded_at: new Date('2026-01-01T10:00:12.000Z'), contact_id: contact.id },
+        {
+          id: event(1).activity_id,
+          name: 'Placed Order',
+          event_time: new Date('2026-01-01T10:00:01.000Z'),
+          recorded_at: new Date('2026-01-01T10:00:11.000Z'),
+          contact_id: null,
+        },
+        {
+          id: event(2).activity_id,
+          name: 'Placed Order',
+          event_time: new Date('2026-01-01T10:00:02.000Z'),
+          recorded_at: new Date('2026-01-01T10:00:12.000Z'),
+          contact_id: contact.id,
+        },
       ]);
       expect(await rows(timeline)).toEqual([{ contact_id: contact.id, activity_id: event(2).activity_id, event_time: new Date('2026-01-01T10:00:02.000Z') }]);
       expect(emitted.map((e) => [e.topic, e.key, e.value.id, e.value.recorded_at])).toEqual([
         [spec.topics.metrics, shop, event(1).activity_id, '2026-01-01T10:00:11.000Z'],
         [spec.topics.metrics, shop, event(2).activity_id, '2026-01-01T10:00:12.000Z'],
       ]);
-      expect(emitted[1].headers).toEqual({ [H.contentType]: 'application/json', [H.schema]: schemas.metricEvent, [H.shopId]: shop, [H.metricName]: 'placed_order' });
+      expect(emitted[1].headers).toEqual({
+        [H.contentType]: 'application/json',
+        [H.schema]: schemas.metricEvent,
+        [H.shopId]: shop,
+        [H.metricName]: 'placed_order',
+      });
     });
   });
 

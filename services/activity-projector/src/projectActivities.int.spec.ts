@@ -48,7 +48,14 @@ for (const engine of ['postgres', 'pglite'] as const) {
       queryRows(
         db,
         sql`SELECT id, name, description, metric, contact, event_time, recorded_at FROM activities WHERE id = ANY(${rs.map((r) => r.activity_id)}::uuid[]) ORDER BY event_time`,
-        (r) => ({ id: r.id, name: r.name, description: r.description, metric: r.metric, contact: r.contact, recorded_at: r.recorded_at instanceof Date ? r.recorded_at : new Date(String(r.recorded_at)) }),
+        (r) => ({
+          id: r.id,
+          name: r.name,
+          description: r.description,
+          metric: r.metric,
+          contact: r.contact,
+          recorded_at: r.recorded_at instanceof Date ? r.recorded_at : new Date(String(r.recorded_at)),
+        }),
       );
 
     it(`goes by ${engine === 'postgres' ? 'COPY' : 'multi-row insert'}`, async () => {
@@ -87,7 +94,9 @@ for (const engine of ['postgres', 'pglite'] as const) {
       const created = await apply([fresh[0], once, fresh[1]]);
       expect(created.map((e) => e.activity_id)).toEqual(fresh.map((e) => e.activity_id));
       expect(await stored([once, ...fresh])).toHaveLength(3);
-      const timeline = await db.query(sql`SELECT count(*)::int AS n FROM contact_timeline WHERE activity_id = ANY(${[once, ...fresh].map((r) => r.activity_id)}::uuid[])`);
+      const timeline = await db.query(
+        sql`SELECT count(*)::int AS n FROM contact_timeline WHERE activity_id = ANY(${[once, ...fresh].map((r) => r.activity_id)}::uuid[])`,
+      );
       expect(timeline[0].n).toBe(2);
       expect(await apply([once, ...fresh])).toEqual([]);
     });

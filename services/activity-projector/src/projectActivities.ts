@@ -30,7 +30,19 @@ export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
 /** A record whose activity id derives from a key (remote_id or deduping_key): a replay has the same id. */
 const isKeyed = (e: EventRecord) => e.remote_id != null || e.metric.deduping_key != null;
 
-const ACTIVITY_COLUMNS = ['shop_id', 'id', 'name', 'description', 'event_time', 'recorded_at', 'metric', 'contact_id', 'contact', 'remote_id', 'remote_platform'];
+const ACTIVITY_COLUMNS = [
+  'shop_id',
+  'id',
+  'name',
+  'description',
+  'event_time',
+  'recorded_at',
+  'metric',
+  'contact_id',
+  'contact',
+  'remote_id',
+  'remote_platform',
+];
 const TIMELINE_COLUMNS = ['shop_id', 'contact_id', 'activity_id', 'event_time'];
 
 /**

@@ -78,18 +78,19 @@ if (threadUrl && consumerNames.length > 0) {
     },
     () => {},
   );
-} else void (async () => {
-  for (const [n, factory] of chosen) {
-    if (!consumerServices.has(n) || stopping) continue;
-    const s = await startWithRetries(n, factory);
-    // A stop that began while this one joined its group: stop it too (stop() has taken its list already).
-    if (stopping) await s.stop().catch(() => {});
-    else started.push(s);
-  }
-  consumersStarted = true;
-})().catch(async (e: unknown) => {
-  if (!stopping) await failed(e);
-});
+} else
+  void (async () => {
+    for (const [n, factory] of chosen) {
+      if (!consumerServices.has(n) || stopping) continue;
+      const s = await startWithRetries(n, factory);
+      // A stop that began while this one joined its group: stop it too (stop() has taken its list already).
+      if (stopping) await s.stop().catch(() => {});
+      else started.push(s);
+    }
+    consumersStarted = true;
+  })().catch(async (e: unknown) => {
+    if (!stopping) await failed(e);
+  });
 
 const base = env.PUBLIC_BASE_URL ?? `http://localhost:${server.port}`;
 const lines = [

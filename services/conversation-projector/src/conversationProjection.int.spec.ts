@@ -50,7 +50,14 @@ describe('conversation projection (given conversations records, when applied, th
       .when(upserted('2026-01-01T09:01:00.000Z', { title: 'older' }))
       .then(async ({ rows, emitted }) => {
         expect(await rows(conversations)).toEqual([
-          { id: convo, title: 'newer', updated_at: new Date('2026-01-01T09:05:00.000Z'), last_message_at: null, last_message_content: null, last_message_id: null },
+          {
+            id: convo,
+            title: 'newer',
+            updated_at: new Date('2026-01-01T09:05:00.000Z'),
+            last_message_at: null,
+            last_message_content: null,
+            last_message_id: null,
+          },
         ]);
         expect(emitted).toEqual([]);
       });
@@ -62,7 +69,14 @@ describe('conversation projection (given conversations records, when applied, th
       .when(upserted('2026-01-01T09:15:00.000Z', { title: 'late', last_message_at: '2026-01-01T09:00:30.000Z', last_message_content: 'from the record' }))
       .then(async ({ rows }) => {
         expect(await rows(conversations)).toEqual([
-          { id: convo, title: 'late', updated_at: new Date('2026-01-01T09:15:00.000Z'), last_message_at: new Date('2026-01-01T09:20:00.000Z'), last_message_content: 'second', last_message_id: msg(2) },
+          {
+            id: convo,
+            title: 'late',
+            updated_at: new Date('2026-01-01T09:15:00.000Z'),
+            last_message_at: new Date('2026-01-01T09:20:00.000Z'),
+            last_message_content: 'second',
+            last_message_id: msg(2),
+          },
         ]);
         expect(await rows(sql`SELECT id, text FROM conversation_messages ORDER BY created_at`)).toEqual([
           { id: msg(1), text: 'first' },
@@ -76,7 +90,9 @@ describe('conversation projection (given conversations records, when applied, th
       .given(upserted('2026-01-01T09:00:00.000Z'), message(3, '2026-01-01T09:30:00.000Z', 'original'))
       .when(message(3, '2026-01-01T09:40:00.000Z', 'rewritten'))
       .then(async ({ rows }) => {
-        expect(await rows(sql`SELECT id, created_at, text FROM conversation_messages`)).toEqual([{ id: msg(3), created_at: new Date('2026-01-01T09:30:00.000Z'), text: 'original' }]);
+        expect(await rows(sql`SELECT id, created_at, text FROM conversation_messages`)).toEqual([
+          { id: msg(3), created_at: new Date('2026-01-01T09:30:00.000Z'), text: 'original' },
+        ]);
         expect((await rows(conversations)).map((r) => r.last_message_content)).toEqual(['original']);
       });
   });

@@ -13,7 +13,10 @@ export const conversationProjection = defineProjection({
   async open() {
     return {
       async apply(tx, records) {
-        await applyConversationRecords(tx, records.map((r) => r.value));
+        await applyConversationRecords(
+          tx,
+          records.map((r) => r.value),
+        );
         return [];
       },
     };

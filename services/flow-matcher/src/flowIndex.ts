@@ -3,7 +3,7 @@ import { flowVersions } from '@shopstream/flows';
 import { flowTriggerSchema, type FlowTrigger } from '@shopstream/contracts';
 import { gauge, type Logger } from '@shopstream/telemetry';
 
-const activeFlows = gauge('shopstream_flow_matcher_active_flows', 'Active flows in the matcher\'s in-memory index.');
+const activeFlows = gauge('shopstream_flow_matcher_active_flows', "Active flows in the matcher's in-memory index.");
 
 export interface IndexedFlow {
   id: string;
@@ -102,7 +102,11 @@ export class FlowIndex {
       let trigger = this.parsed.get(r.seq);
       if (trigger === undefined) {
         // Flows are validated on the way in; a version that does not parse (edited by hand) matches nothing.
-        const t = flowTriggerSchema.safeParse({ metric_name: r.metric_name, property_conditions: r.property_conditions, contact_conditions: r.contact_conditions });
+        const t = flowTriggerSchema.safeParse({
+          metric_name: r.metric_name,
+          property_conditions: r.property_conditions,
+          contact_conditions: r.contact_conditions,
+        });
         if (!t.success) this.logger.warn({ flow_id: r.flow_id, shop_id: r.shop_id, seq: r.seq }, 'flow trigger does not parse; that version matches nothing');
         trigger = t.success ? t.data : null;
         this.parsed.set(r.seq, trigger);

@@ -62,16 +62,42 @@ describe('flow matcher projection (given flows and metric events, when applied, 
     const big = metric(2); // total 120: both
     await spec.given(small, big).then(async ({ rows, emitted }) => {
       expect(await rows(triggers)).toEqual([
-        { id: triggerId(anyOrder, small.id), flow_id: anyOrder, metric_event_id: small.id, activity_id: small.id, contact_id: contactId, matched_at: new Date('2026-01-02T00:00:00.000Z') },
-        { id: triggerId(bigOrders, big.id), flow_id: bigOrders, metric_event_id: big.id, activity_id: big.id, contact_id: contactId, matched_at: new Date('2026-01-02T00:00:01.000Z') },
-        { id: triggerId(anyOrder, big.id), flow_id: anyOrder, metric_event_id: big.id, activity_id: big.id, contact_id: contactId, matched_at: new Date('2026-01-02T00:00:01.000Z') },
+        {
+          id: triggerId(anyOrder, small.id),
+          flow_id: anyOrder,
+          metric_event_id: small.id,
+          activity_id: small.id,
+          contact_id: contactId,
+          matched_at: new Date('2026-01-02T00:00:00.000Z'),
+        },
+        {
+          id: triggerId(bigOrders, big.id),
+          flow_id: bigOrders,
+          metric_event_id: big.id,
+          activity_id: big.id,
+          contact_id: contactId,
+          matched_at: new Date('2026-01-02T00:00:01.000Z'),
+        },
+        {
+          id: triggerId(anyOrder, big.id),
+          flow_id: anyOrder,
+          metric_event_id: big.id,
+          activity_id: big.id,
+          contact_id: contactId,
+          matched_at: new Date('2026-01-02T00:00:01.000Z'),
+        },
       ]);
       expect(emitted.map((e) => [e.topic, e.key, e.value.id])).toEqual([
         [spec.topics.flowTriggers, shop, triggerId(anyOrder, small.id)],
         [spec.topics.flowTriggers, shop, triggerId(bigOrders, big.id)],
         [spec.topics.flowTriggers, shop, triggerId(anyOrder, big.id)],
       ]);
-      expect(emitted[0].headers).toEqual({ [H.contentType]: 'application/json', [H.schema]: schemas.flowTriggered, [H.shopId]: shop, [H.metricName]: 'placed_order' });
+      expect(emitted[0].headers).toEqual({
+        [H.contentType]: 'application/json',
+        [H.schema]: schemas.flowTriggered,
+        [H.shopId]: shop,
+        [H.metricName]: 'placed_order',
+      });
     });
   });
 

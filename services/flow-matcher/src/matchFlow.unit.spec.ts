@@ -11,7 +11,10 @@ const props = {
   cart: { items: [{ sku: 'A-1' }], currency: 'EUR' },
   nothing: null,
 };
-const event = (additional_properties: Record<string, unknown> = props, contact: any = { id: '0190a2c4-1111-7000-8000-000000000001', email: 'ada@example.com', phone: '+14155550100', remote_id: 'crm-7', name: 'Ada' }) => ({
+const event = (
+  additional_properties: Record<string, unknown> = props,
+  contact: any = { id: '0190a2c4-1111-7000-8000-000000000001', email: 'ada@example.com', phone: '+14155550100', remote_id: 'crm-7', name: 'Ada' },
+) => ({
   metric_name: 'placed_order',
   additional_properties,
   contact,
@@ -83,7 +86,8 @@ describe('matchFlow: metric name, property and contact conditions must all hold'
   it('matches when all three hold', () => expect(matchFlow(trigger, event())).toBe(true));
   it('another metric name', () => expect(matchFlow(trigger, { ...event(), metric_name: 'viewed' })).toBe(false));
   it('property fails', () => expect(matchFlow(trigger, event({ total: 99 }))).toBe(false));
-  it('contact fails', () => expect(matchFlow(trigger, event(props, { id: 'x', email: 'bob@other.org', phone: null, remote_id: null, name: null }))).toBe(false));
+  it('contact fails', () =>
+    expect(matchFlow(trigger, event(props, { id: 'x', email: 'bob@other.org', phone: null, remote_id: null, name: null }))).toBe(false));
   it('no contact: a contact condition is a non-match', () => expect(matchFlow(trigger, event(props, null))).toBe(false));
   it('no contact: not_exists on a contact field holds', () => {
     const t = flowTriggerSchema.parse({ metric_name: 'placed_order', contact_conditions: [{ field: 'id', op: 'not_exists' }] });
@@ -101,7 +105,9 @@ describe('matchFlow: metric name, property and contact conditions must all hold'
       ],
     });
     expect(matchFlow(t, event())).toBe(true);
-    expect(matchFlow(t, event(props, { id: '0190a2c4-1111-7000-8000-000000000001', email: null, phone: '+14155550100', remote_id: 'crm-8', name: 'Ada' }))).toBe(false);
+    expect(
+      matchFlow(t, event(props, { id: '0190a2c4-1111-7000-8000-000000000001', email: null, phone: '+14155550100', remote_id: 'crm-8', name: 'Ada' })),
+    ).toBe(false);
   });
   it('no conditions: every event of the metric matches', () => {
     expect(matchFlow(flowTriggerSchema.parse({ metric_name: 'placed_order' }), event({}, null))).toBe(true);

@@ -33,7 +33,11 @@ export function createContactResolver(db: Queryable, opts: { lingerMs: number; m
       await Promise.all(
         [...byShop].map(async ([shopId, pending]) => {
           try {
-            const all = await resolveContacts(db, shopId, pending.flatMap((p) => p.queries));
+            const all = await resolveContacts(
+              db,
+              shopId,
+              pending.flatMap((p) => p.queries),
+            );
             let at = 0;
             for (const p of pending) {
               p.result = all.slice(at, at + p.queries.length);

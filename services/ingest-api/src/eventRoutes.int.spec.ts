@@ -75,10 +75,13 @@ describe('errors of the event endpoints', () => {
     const headers = { authorization: `Bearer ${secret}`, 'x-shop-id': shopId, 'content-type': 'application/json' };
     expect((await post('/events/', event(), headers)).status).toBe(202);
     expect(await rt.apiKeys.revoke(id)).toBe(true);
-    const refused = await waitFor(async () => {
-      const a = await post('/events/', event(), headers);
-      return a.status === 401 ? a : undefined;
-    }, { timeoutMs: 10_000, message: 'revoked key refused' });
+    const refused = await waitFor(
+      async () => {
+        const a = await post('/events/', event(), headers);
+        return a.status === 401 ? a : undefined;
+      },
+      { timeoutMs: 10_000, message: 'revoked key refused' },
+    );
     expectError(refused, 401, 'unauthorized', { authorization: 'Unknown or revoked key.' });
     // Creating it again, as BOOTSTRAP_API_KEYS does at every start, does not bring it back.
     await rt.apiKeys.create([shopId], 'to revoke', secret);
@@ -104,12 +107,16 @@ describe('errors of the event endpoints', () => {
     const shop = await createTestShop(rt);
     const { 'x-shop-id': _s, ...noShop } = shop.headers;
     expectError(await post('/events/', event(), noShop), 400, 'invalid_shop', { 'x-shop-id': 'Required.' });
-    expectError(await post('/events/bulk/', { events: [event()] }, { ...noShop, 'x-shop-id': 'shop-1' }), 400, 'invalid_shop', { 'x-shop-id': 'Must be a uuid.' });
+    expectError(await post('/events/bulk/', { events: [event()] }, { ...noShop, 'x-shop-id': 'shop-1' }), 400, 'invalid_shop', {
+      'x-shop-id': 'Must be a uuid.',
+    });
     // Hex in uuid form but no RFC 9562 variant: the records' schema would refuse it, so the door does too
     // (it was accepted, 202, and every event dead-lettered).
     const notRfc = '33333333-3333-3333-3333-333333333333';
     const key = await rt.apiKeys.create([randomUUID()], 'not-rfc');
-    expectError(await post('/events/', event(), { ...noShop, authorization: `Bearer ${key.secret}`, 'x-shop-id': notRfc }), 400, 'invalid_shop', { 'x-shop-id': 'Must be a uuid.' });
+    expectError(await post('/events/', event(), { ...noShop, authorization: `Bearer ${key.secret}`, 'x-shop-id': notRfc }), 400, 'invalid_shop', {
+      'x-shop-id': 'Must be a uuid.',
+    });
     expect(() => parseBootstrapKeys(`k=${notRfc}`)).toThrow(/not a uuid/);
   });
 
@@ -156,12 +163,22 @@ describe('errors of the event endpoints', () => {
 
   it('431 headers_too_large in the error body, with a request id, for headers or a URL past 16 KiB (it was a bare 431 with no body)', async () => {
     const shop = await createTestShop(rt);
-    const big = await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: { ...shop.headers, 'content-type': 'application/json', 'x-big': 'a'.repeat(20_000) }, body: '{}' });
+    const big = await fetch(`${server.baseUrl}/v2026-04/events/`, {
+      method: 'POST',
+      headers: { ...shop.headers, 'content-type': 'application/json', 'x-big': 'a'.repeat(20_000) },
+      body: '{}',
+    });
     const body = (await big.json()) as any;
     expect(big.status).toBe(431);
-    expect(body).toEqual({ error: { code: 'headers_too_large', message: expect.stringContaining('16384 bytes'), request_id: big.headers.get('x-request-id'), fields: {} } });
+    expect(body).toEqual({
+      error: { code: 'headers_too_large', message: expect.stringContaining('16384 bytes'), request_id: big.headers.get('x-request-id'), fields: {} },
+    });
     const ids = Array.from({ length: 1_000 }, () => randomUUID()).join(',');
-    const long = await fetch(`${server.baseUrl}/v2026-04/events/?id__in=${ids}`, { method: 'POST', headers: { ...shop.headers, 'content-type': 'application/json' }, body: '{}' });
+    const long = await fetch(`${server.baseUrl}/v2026-04/events/?id__in=${ids}`, {
+      method: 'POST',
+      headers: { ...shop.headers, 'content-type': 'application/json' },
+      body: '{}',
+    });
     expect(long.status).toBe(431);
     expect(((await long.json()) as any).error.code).toBe('headers_too_large');
     // The server still answers after refusing.
@@ -198,7 +215,10 @@ describe('errors of the event endpoints', () => {
       [event({ metric: { metric_name: '' } }), { 'metric.metric_name': 'Required, not empty.' }],
       [event({ metric: { metric_name: 'a', value: '3' } }), { 'metric.value': 'Must be a finite number.' }],
       [event({ metric: { metric_name: 'a', context_object_id: 'nope' } }), { 'metric.context_object_id': 'Invalid UUID' }],
-      [event({ contact: { phone: '12345' } }), { 'contact.phone': 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.' }],
+      [
+        event({ contact: { phone: '12345' } }),
+        { 'contact.phone': 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.' },
+      ],
       [event({ contact: { name: 'Ann' } }), { contact: 'Give at least one of email, phone, remote_id.' }],
       [event({ contact: { email: 'not-an-email' } }), { 'contact.email': 'Invalid email address' }],
       [event({ event_time: '2026-04-01T10:00:00' }), { event_time: 'Invalid ISO datetime' }],
@@ -281,7 +301,15 @@ describe('recording', () => {
     const events = [
       event({ event_time: '2026-04-01T10:00:00+02:00', remote_id: 'ord-1', remote_platform: 'shopify', contact: { email: ' Ann@Example.COM ', name: 'Ann' } }),
       { metric: { metric_name: 'x' } },
-      event({ metric: { metric_name: 'viewed', additional_properties: { sku: 'A-1', tags: ['x'] }, context_object_id: ctx, context_object_type: 'product', deduping_key: 'v-1' } }),
+      event({
+        metric: {
+          metric_name: 'viewed',
+          additional_properties: { sku: 'A-1', tags: ['x'] },
+          context_object_id: ctx,
+          context_object_type: 'product',
+          deduping_key: 'v-1',
+        },
+      }),
       event({ contact: { phone: '555' } }),
     ];
     const a = await post('/events/bulk/', { events }, shop.headers);
@@ -290,8 +318,19 @@ describe('recording', () => {
     const contactId = a.body.results[0].event?.contact?.id;
     expect(a.body).toEqual({
       results: [
-        { index: 0, status: 'success', event: { activity_id: activityId(shop.shopId, activityKey({ remote_id: 'ord-1', remote_platform: 'shopify', metric: { metric_name: 'placed_order' } })), contact: { id: contactId, email: 'ann@example.com' } } },
-        { index: 1, status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', request_id: requestId, fields: { name: 'Required.' } } },
+        {
+          index: 0,
+          status: 'success',
+          event: {
+            activity_id: activityId(shop.shopId, activityKey({ remote_id: 'ord-1', remote_platform: 'shopify', metric: { metric_name: 'placed_order' } })),
+            contact: { id: contactId, email: 'ann@example.com' },
+          },
+        },
+        {
+          index: 1,
+          status: 'error',
+          error: { code: 'validation_error', message: 'The event is not valid.', request_id: requestId, fields: { name: 'Required.' } },
+        },
         { index: 2, status: 'success', event: { activity_id: activityId(shop.shopId, JSON.stringify(['dedupe', 'viewed', 'v-1'])) } },
         {
           index: 3,
@@ -351,7 +390,11 @@ describe('replays', () => {
     expect(other.body.activity_id).not.toBe(expected);
     expect(other.body.activity_id).toBe(activityId(shop.shopId, JSON.stringify(['remote', 'shopify', 'r-1'])));
 
-    const bulk = await post('/events/bulk/', { events: [event({ remote_id: 'b-1', name: 'first' }), event({ remote_id: 'b-1', name: 'second' }), event({ name: 'after' })] }, shop.headers);
+    const bulk = await post(
+      '/events/bulk/',
+      { events: [event({ remote_id: 'b-1', name: 'first' }), event({ remote_id: 'b-1', name: 'second' }), event({ name: 'after' })] },
+      shop.headers,
+    );
     const b1 = activityId(shop.shopId, JSON.stringify(['remote', '', 'b-1']));
     expect(bulk.body.results.map((r: any) => [r.status, r.event.activity_id])).toEqual([
       ['success', b1],

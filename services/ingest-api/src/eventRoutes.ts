@@ -1,7 +1,19 @@
 import type { Request, Response } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ApiError, bearerSecret, defineRoute, LeasedRateLimiter, mountRoutes, requestIdOf, sendError, sendJson, validate, type OpenApiHeaders, type ShedAnswer } from '@shopstream/http';
+import {
+  ApiError,
+  bearerSecret,
+  defineRoute,
+  LeasedRateLimiter,
+  mountRoutes,
+  requestIdOf,
+  sendError,
+  sendJson,
+  validate,
+  type OpenApiHeaders,
+  type ShedAnswer,
+} from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
@@ -92,20 +104,37 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
   // Documented whatever the configuration, so the document does not change with it: on the 2xx answers the
   // headers are absent when the limit is off (INGEST_RATE_LIMIT_PER_SECOND and _PER_MINUTE both 0).
   const limitHeaders = {
-    'RateLimit-Limit': { description: 'Events allowed per window for this API key and shop, of the policy closest to running out (burst: per second, steady: per minute).', type: 'integer' },
+    'RateLimit-Limit': {
+      description: 'Events allowed per window for this API key and shop, of the policy closest to running out (burst: per second, steady: per minute).',
+      type: 'integer',
+    },
     'RateLimit-Remaining': { description: 'Events left in that policy (an estimate: other replicas draw from the same bucket).', type: 'integer' },
     'RateLimit-Reset': { description: 'Seconds until that policy is full again.', type: 'integer' },
     'RateLimit-Policy': 'IETF draft policies, e.g. "burst";q=350;w=1, "steady";q=3500;w=60.',
     RateLimit: 'IETF draft state of each policy, e.g. "burst";r=349;t=1, "steady";r=3499;t=1.',
   } satisfies OpenApiHeaders;
   const whenOn: OpenApiHeaders = Object.fromEntries(
-    Object.entries(limitHeaders).map(([h, d]) => [h, typeof d === 'string' ? { description: `${d} Absent when the limit is off.`, required: false } : { ...d, description: `${d.description} Absent when the limit is off.`, required: false }]),
+    Object.entries(limitHeaders).map(([h, d]) => [
+      h,
+      typeof d === 'string'
+        ? { description: `${d} Absent when the limit is off.`, required: false }
+        : { ...d, description: `${d.description} Absent when the limit is off.`, required: false },
+    ]),
   );
   const retry503: OpenApiHeaders = { 'Retry-After': { description: 'Seconds to wait before retrying the whole request.', type: 'integer' } };
-  const limited429: OpenApiHeaders = { ...limitHeaders, 'Retry-After': { description: 'Seconds until enough events are allowed again for this request.', type: 'integer' } };
+  const limited429: OpenApiHeaders = {
+    ...limitHeaders,
+    'Retry-After': { description: 'Seconds until enough events are allowed again for this request.', type: 'integer' },
+  };
   // A single event is counted before its body is read, so its 400, 413 and 415 carry the headers too; a bulk
   // request once its body holds 1 to 100 events. A 503 was counted (and its tokens given back).
-  const singleErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 400: whenOn, 413: whenOn, 415: whenOn, 429: limited429, 503: { ...whenOn, ...retry503 } };
+  const singleErrorHeaders: Partial<Record<number, OpenApiHeaders>> = {
+    400: whenOn,
+    413: whenOn,
+    415: whenOn,
+    429: limited429,
+    503: { ...whenOn, ...retry503 },
+  };
   const bulkErrorHeaders: Partial<Record<number, OpenApiHeaders>> = { 429: limited429, 503: { ...whenOn, ...retry503 } };
   const limitText = limiter.enabled
     ? ` At most ${limiter.policies.map((p) => `${p.limit} events per ${p.windowSeconds === 1 ? 'second' : 'minute'}`).join(' and ')} per API key and shop across all replicas: over it, 429 rate_limited with Retry-After.`
@@ -164,7 +193,11 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         limit: BULK_BODY_LIMIT,
         example: {
           events: [
-            { name: 'Viewed product', metric: { metric_name: 'viewed_product', additional_properties: { sku: 'SKU-1' } }, contact: { email: 'ada@example.com' } },
+            {
+              name: 'Viewed product',
+              metric: { metric_name: 'viewed_product', additional_properties: { sku: 'SKU-1' } },
+              contact: { email: 'ada@example.com' },
+            },
             { name: 'Placed order #1002', metric: { metric_name: 'placed_order', value: 42 }, remote_id: 'order-1002', remote_platform: 'shopify' },
           ],
         },
@@ -178,7 +211,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         if (!(await charge(limiter, req, res, body.events.length))) return;
         const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
         const results: BulkResultItem[] = outcomes.map((o, index) =>
-          o.status === 'success' ? { index, status: 'success', event: o.event } : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
+          o.status === 'success'
+            ? { index, status: 'success', event: o.event }
+            : { index, status: 'error', error: { code: o.error.code, message: o.error.message, request_id: req.id, fields: o.error.fields } },
         );
         sendJson(res, 200, { results });
       },

@@ -24,7 +24,10 @@ describe('parseEvent', () => {
   });
 
   it('reports a bad phone beside the other problems of the same event', () => {
-    expect(parseEvent({ metric: { metric_name: 'x' }, contact: { phone: '123' } })).toEqual({ ok: false, fields: { name: 'Required.', 'contact.phone': PHONE } });
+    expect(parseEvent({ metric: { metric_name: 'x' }, contact: { phone: '123' } })).toEqual({
+      ok: false,
+      fields: { name: 'Required.', 'contact.phone': PHONE },
+    });
   });
 });
 
@@ -39,7 +42,10 @@ describe('text Postgres cannot store', () => {
       fields: { 'metric.additional_properties.cart.items.1': expect.stringContaining('unpaired surrogate') },
     });
     expect(parsed('{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"k\\u0000": 1}}}')).toMatchObject({ ok: false });
-    expect(parsed('{"name": "n", "metric": {"metric_name": "m"}, "contact": {"remote_id": "r\\u0000x"}}')).toEqual({ ok: false, fields: { 'contact.remote_id': expect.any(String) } });
+    expect(parsed('{"name": "n", "metric": {"metric_name": "m"}, "contact": {"remote_id": "r\\u0000x"}}')).toEqual({
+      ok: false,
+      fields: { 'contact.remote_id': expect.any(String) },
+    });
   });
 
   it('refuses __proto__ as a key (a copy would drop it silently)', () => {
@@ -56,7 +62,10 @@ describe('text Postgres cannot store', () => {
 
 describe('event_time', () => {
   it('refuses year 0000, which passes the RFC 3339 form but no Postgres timestamp takes', () => {
-    expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0000-01-01T00:00:00Z' })).toEqual({ ok: false, fields: { event_time: expect.stringContaining('0000') } });
+    expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0000-01-01T00:00:00Z' })).toEqual({
+      ok: false,
+      fields: { event_time: expect.stringContaining('0000') },
+    });
     expect(parseEvent({ name: 'n', metric: { metric_name: 'm' }, event_time: '0001-01-01T00:00:00Z' })).toMatchObject({ ok: true });
   });
 });

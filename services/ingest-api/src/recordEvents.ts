@@ -1,12 +1,5 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
-import {
-  eventsTopic,
-  type Contact,
-  type EventAccepted,
-  type EventInput,
-  type EventRecord,
-  type ResolvedContact,
-} from '@shopstream/contracts';
+import { eventsTopic, type Contact, type EventAccepted, type EventInput, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
 import { counter } from '@shopstream/telemetry';
 import { activityId, activityKey } from './activityId.js';
@@ -29,8 +22,7 @@ export interface IngestRequest {
 }
 
 export type ItemOutcome =
-  | { status: 'success'; event: EventAccepted }
-  | { status: 'error'; error: { code: 'validation_error'; message: string; fields: Record<string, string> } };
+  { status: 'success'; event: EventAccepted } | { status: 'error'; error: { code: 'validation_error'; message: string; fields: Record<string, string> } };
 
 /** Seconds a client should wait before retrying when the log cannot take writes. */
 export const RETRY_AFTER_SECONDS = 5;
@@ -57,7 +49,10 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
   const withContact = valid.filter((v) => v.event.contact !== undefined);
   const resolved = new Map<number, ResolvedContact>();
   if (withContact.length > 0) {
-    const contacts = await ports.contacts.resolve(req.shopId, withContact.map((v) => v.event.contact as ContactQuery));
+    const contacts = await ports.contacts.resolve(
+      req.shopId,
+      withContact.map((v) => v.event.contact as ContactQuery),
+    );
     withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
   }
 

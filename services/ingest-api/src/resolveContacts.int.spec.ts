@@ -24,7 +24,9 @@ const rowsOf = (shopId: string) =>
 
 async function insertContact(shopId: string, c: { email?: string; phone?: string; remote_id?: string; name?: string }): Promise<string> {
   const id = randomUUID();
-  await rt.db.query(sql`INSERT INTO contacts (shop_id, id, email, phone, remote_id, name) VALUES (${shopId}, ${id}, ${c.email ?? null}, ${c.phone ?? null}, ${c.remote_id ?? null}, ${c.name ?? null})`);
+  await rt.db.query(
+    sql`INSERT INTO contacts (shop_id, id, email, phone, remote_id, name) VALUES (${shopId}, ${id}, ${c.email ?? null}, ${c.phone ?? null}, ${c.remote_id ?? null}, ${c.name ?? null})`,
+  );
   return id;
 }
 
@@ -53,7 +55,16 @@ describe('concurrent first requests for one identity', () => {
     const results = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         // Each caller knows a different part of the identity first; every one names the email.
-        resolveContacts(rt.db, shopId, i % 2 === 0 ? [{ email: q.email }, q] : [{ phone: q.phone, email: q.email }, { remote_id: q.remote_id, email: q.email }]),
+        resolveContacts(
+          rt.db,
+          shopId,
+          i % 2 === 0
+            ? [{ email: q.email }, q]
+            : [
+                { phone: q.phone, email: q.email },
+                { remote_id: q.remote_id, email: q.email },
+              ],
+        ),
       ),
     );
     const rows = await rowsOf(shopId);
@@ -65,7 +76,13 @@ describe('concurrent first requests for one identity', () => {
     const shopId = randomUUID();
     const emails = Array.from({ length: 10 }, (_, i) => `p${i}@example.com`);
     const results = await Promise.all(
-      Array.from({ length: 12 }, (_, i) => resolveContacts(rt.db, shopId, (i % 2 === 0 ? emails : [...emails].reverse()).map((email) => ({ email })))),
+      Array.from({ length: 12 }, (_, i) =>
+        resolveContacts(
+          rt.db,
+          shopId,
+          (i % 2 === 0 ? emails : [...emails].reverse()).map((email) => ({ email })),
+        ),
+      ),
     );
     const rows = await rowsOf(shopId);
     expect(rows.map((r) => r.email).sort()).toEqual(emails);
@@ -109,7 +126,11 @@ describe('resolution order and identifier gaining', () => {
 
   it('queries of one list that share an identifier share one new contact, which gains what the later ones add', async () => {
     const shopId = randomUUID();
-    const [x, y, z] = await resolveContacts(rt.db, shopId, [{ email: 'x@example.com' }, { email: 'x@example.com', phone: '+14155552671' }, { phone: '+12025550143' }]);
+    const [x, y, z] = await resolveContacts(rt.db, shopId, [
+      { email: 'x@example.com' },
+      { email: 'x@example.com', phone: '+14155552671' },
+      { phone: '+12025550143' },
+    ]);
     const rows = await rowsOf(shopId);
     expect(rows).toHaveLength(2);
     const shared = rows.find((r) => r.email === 'x@example.com');
@@ -133,7 +154,9 @@ describe('resolution order and identifier gaining', () => {
     expect(first.body.contact).toEqual({ id: expect.any(String), email: 'mixed.case@example.com', phone: '+14155552671' });
     const again = await postEvent(shop.headers, { phone: '+14155552671', remote_id: 'crm-9' });
     expect(again.body.contact).toEqual({ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9' });
-    expect(await rowsOf(shop.shopId)).toEqual([{ id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9', name: 'Mia' }]);
+    expect(await rowsOf(shop.shopId)).toEqual([
+      { id: first.body.contact.id, email: 'mixed.case@example.com', phone: '+14155552671', remote_id: 'crm-9', name: 'Mia' },
+    ]);
   });
 });
 

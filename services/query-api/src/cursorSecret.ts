@@ -11,7 +11,9 @@ import type { Runtime } from '@shopstream/runtime';
  */
 export async function readCursorSecret(db: Queryable, configured: string | undefined): Promise<string> {
   if (configured) return configured;
-  await db.query(sql`INSERT INTO service_secrets (name, value) VALUES ('export_cursor', ${randomBytes(32).toString('base64url')}) ON CONFLICT (name) DO NOTHING`);
+  await db.query(
+    sql`INSERT INTO service_secrets (name, value) VALUES ('export_cursor', ${randomBytes(32).toString('base64url')}) ON CONFLICT (name) DO NOTHING`,
+  );
   const secret = await queryRow(db, sql`SELECT value FROM service_secrets WHERE name = 'export_cursor'`, (r) => z.string().parse(r.value));
   return secret!;
 }

@@ -61,7 +61,14 @@ function expectedLog(topic: string, published: OutgoingRecord[], partitions = PA
     const partition = partitionFor(r.key, partitions);
     const offset = next[partition] ?? 0;
     next[partition] = offset + 1;
-    return { topic, partition, offset: String(offset), key: r.key, value: typeof r.value === 'string' ? r.value : r.value.toString('utf8'), headers: r.headers ?? {} };
+    return {
+      topic,
+      partition,
+      offset: String(offset),
+      key: r.key,
+      value: typeof r.value === 'string' ? r.value : r.value.toString('utf8'),
+      headers: r.headers ?? {},
+    };
   });
 }
 
@@ -331,7 +338,10 @@ export function busConformance(h: BusConformanceHarness): void {
       const b = await bus();
       const t = await topic(b, 'out-of-order');
       const c = await collect(b, groupId('out-of-order'), [t]);
-      const held = [{ key: 'shop-d', value: 'first-taken' }, { key: 'shop-d', value: 'first-taken-2' }];
+      const held = [
+        { key: 'shop-d', value: 'first-taken' },
+        { key: 'shop-d', value: 'first-taken-2' },
+      ];
       const later = [{ key: 'shop-d', value: 'started-later' }];
       const hold = await h.holdAppend({ topic: t, partitions: PARTITIONS, records: held });
       let laterDone = false;

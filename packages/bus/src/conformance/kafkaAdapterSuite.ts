@@ -7,7 +7,13 @@ import { busConformance } from './busConformance.js';
 import { BusUnavailableError, type Bus } from '../port.js';
 
 /** What both Kafka adapters' factories take (createKafkaBus, createPlatformaticKafkaBus). */
-export type KafkaBusFactory = (o: { brokers: string[]; clientId: string; replicationFactor: number; logger: Logger; publishTimeoutMs?: number }) => Promise<Bus>;
+export type KafkaBusFactory = (o: {
+  brokers: string[];
+  clientId: string;
+  replicationFactor: number;
+  logger: Logger;
+  publishTimeoutMs?: number;
+}) => Promise<Bus>;
 
 /**
  * The Bus conformance suite and the Kafka adapters' own cases, against the shared broker, for one adapter:
@@ -28,7 +34,8 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
     kind: 'kafka',
     features: { consumerGroupsSharePartitions: true, transactionalAppends: false },
     newBus: () => createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: `conformance-${++clients}`, replicationFactor: 1, logger }),
-    unreachableBus: () => createKafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'conformance-unreachable', replicationFactor: 1, logger, publishTimeoutMs: 1_000 }),
+    unreachableBus: () =>
+      createKafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'conformance-unreachable', replicationFactor: 1, logger, publishTimeoutMs: 1_000 }),
     topicName: (label) => `${prefix}${label}`,
     async waitForGroupMembers(groupId, members) {
       // Group membership is Kafka's own business, not the port's: ask the broker directly.
@@ -40,7 +47,8 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
         const { groups } = await admin.describeGroups([groupId]);
         const g = groups[0];
         if (g?.state === 'Stable' && g.members.length === members && g.members.every((m) => m.memberAssignment.length > 0)) return;
-        if (Date.now() > deadline) throw new Error(`group ${groupId} did not reach ${members} stable members (state ${g?.state}, ${g?.members.length} members)`);
+        if (Date.now() > deadline)
+          throw new Error(`group ${groupId} did not reach ${members} stable members (state ${g?.state}, ${g?.members.length} members)`);
         await new Promise((r) => setTimeout(r, 100));
       }
     },
@@ -48,7 +56,13 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
 
   describe(`${name} adapter`, () => {
     it('keeps publishing after a failed send: the producer that failed is replaced, and every later record lands', async () => {
-      const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'replace-producer', replicationFactor: 1, logger, publishTimeoutMs: 2_000 });
+      const bus = await createKafkaBus({
+        brokers: testInfra().kafkaBrokers,
+        clientId: 'replace-producer',
+        replicationFactor: 1,
+        logger,
+        publishTimeoutMs: 2_000,
+      });
       try {
         const topic = `${prefix}after-failure`;
         await bus.ensureTopics([{ topic, partitions: 1 }]);
@@ -97,7 +111,11 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
       try {
         const topic = `${prefix}read-no-group`;
         await bus.ensureTopics([{ topic, partitions: 2 }]);
-        await bus.publish(topic, [{ key: 'a', value: '1' }, { key: 'b', value: '2' }, { key: 'a', value: '3' }]);
+        await bus.publish(topic, [
+          { key: 'a', value: '1' },
+          { key: 'b', value: '2' },
+          { key: 'a', value: '3' },
+        ]);
         expect((await bus.read(topic)).map((r) => r.value.toString()).sort()).toEqual(['1', '2', '3']);
         await admin.connect();
         const mine = (await admin.listGroups()).groups.filter((g) => g.groupId.startsWith(clientId));
@@ -109,7 +127,7 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
   });
 
   describe(`${name} adapter: topic settings`, () => {
-    it('aligns retention without resetting the topic\'s other settings (AlterConfigs resets what it is not given)', async () => {
+    it("aligns retention without resetting the topic's other settings (AlterConfigs resets what it is not given)", async () => {
       const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'align-configs', replicationFactor: 1, logger });
       const admin = new Kafka({ clientId: 'align-configs-admin', brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
       admins.push(admin);
@@ -133,7 +151,9 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
         });
         const own = async () => {
           const { resources } = await admin.describeConfigs({ includeSynonyms: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: topic }] });
-          return Object.fromEntries(resources[0].configEntries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e.configValue]));
+          return Object.fromEntries(
+            resources[0].configEntries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e.configValue]),
+          );
         };
         const changes = await bus.alignTopicConfigs([{ topic, partitions: 1, config: { 'retention.ms': '-1', 'retention.bytes': '-1' } }]);
         expect(changes).toEqual([

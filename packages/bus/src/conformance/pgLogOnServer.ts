@@ -55,7 +55,11 @@ export function pgLogOnServerConformance(name: string, open: () => Promise<strin
       await Promise.race([isAppended, committed]);
       return {
         async othersWaiting() {
-          const waiting = await queryRow(db, sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`, (r) => Number(r.n));
+          const waiting = await queryRow(
+            db,
+            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`,
+            (r) => Number(r.n),
+          );
           return waiting! > 0;
         },
         async commit() {

@@ -3,7 +3,11 @@
 import { createLogger } from '@shopstream/telemetry';
 import { createPlatformaticKafkaBus } from '../kafkaPlatformatic.js';
 
-const env = (name: string) => process.env[name] ?? (() => { throw new Error(`${name} is not set`); })();
+const env = (name: string) =>
+  process.env[name] ??
+  (() => {
+    throw new Error(`${name} is not set`);
+  })();
 const bus = await createPlatformaticKafkaBus({
   brokers: env('KAFKA_BROKERS').split(','),
   clientId: 'static-member-child',

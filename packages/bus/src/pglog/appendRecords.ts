@@ -8,7 +8,9 @@ export const busNotifyChannel = 'shopstream_bus';
 /** The topic was never created: publishing to it again will not help, so this is not BusUnavailableError. */
 export class UnknownTopicError extends Error {
   constructor(readonly topics: string[]) {
-    super(`Unknown topic${topics.length > 1 ? 's' : ''} ${topics.map((t) => `"${t}"`).join(', ')} on the Postgres-log bus: create ${topics.length > 1 ? 'them' : 'it'} with ensureTopics first`);
+    super(
+      `Unknown topic${topics.length > 1 ? 's' : ''} ${topics.map((t) => `"${t}"`).join(', ')} on the Postgres-log bus: create ${topics.length > 1 ? 'them' : 'it'} with ensureTopics first`,
+    );
     this.name = 'UnknownTopicError';
   }
 }

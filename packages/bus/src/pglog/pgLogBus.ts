@@ -32,7 +32,9 @@ export interface PgLogBusOptions {
 /** A topic setting the Postgres log cannot honour. */
 export class UnsupportedTopicConfigError extends Error {
   constructor(topic: string, name: string, value: string) {
-    super(`The Postgres-log bus cannot apply ${name}=${value} to topic "${topic}": it knows retention.ms (-1 or a positive number of ms) and retention.bytes=-1 only`);
+    super(
+      `The Postgres-log bus cannot apply ${name}=${value} to topic "${topic}": it knows retention.ms (-1 or a positive number of ms) and retention.bytes=-1 only`,
+    );
     this.name = 'UnsupportedTopicConfigError';
   }
 }
@@ -46,7 +48,11 @@ function retentionMsOf(spec: TopicSpec): string {
   return spec.config?.['retention.ms'] ?? '-1';
 }
 
-const topicList = (topics: string[]): SQLQuery => sql.join(topics.map((t) => sql`${t}`), sql`, `);
+const topicList = (topics: string[]): SQLQuery =>
+  sql.join(
+    topics.map((t) => sql`${t}`),
+    sql`, `,
+  );
 
 /**
  * The Bus port on Postgres tables (004_bus_log.sql), for the embedded mode on PGlite or on a server.
@@ -69,7 +75,11 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
   const partitionsOf = async (topics: string[]): Promise<Map<string, number>> => {
     const unknown = topics.filter((t) => !partitionCounts.has(t));
     if (unknown.length > 0) {
-      const rows = await queryRows(db, sql`SELECT topic, partitions FROM bus_topics WHERE topic IN (${topicList(unknown)})`, (r) => [String(r.topic), Number(r.partitions)] as const);
+      const rows = await queryRows(
+        db,
+        sql`SELECT topic, partitions FROM bus_topics WHERE topic IN (${topicList(unknown)})`,
+        (r) => [String(r.topic), Number(r.partitions)] as const,
+      );
       for (const [topic, partitions] of rows) partitionCounts.set(topic, partitions);
       const missing = unknown.filter((t) => !partitionCounts.has(t));
       if (missing.length > 0) throw new UnknownTopicError(missing);

@@ -49,7 +49,8 @@ export const busRecordOf =
 /** A partition's row: its topic, number, and an offset column (next_offset) as a bigint. */
 const partitionRow = (r: Row) => ({ topic: String(r.topic), partition: Number(r.partition), nextOffset: BigInt(r.next_offset as string) });
 
-export const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8'));
+export const toBuffer = (v: unknown): Buffer =>
+  Buffer.isBuffer(v) ? v : v instanceof Uint8Array ? Buffer.from(v.buffer, v.byteOffset, v.byteLength) : Buffer.from(String(v), 'utf8');
 
 /**
  * One member of a consumer group on the Postgres log. It holds the partitions it can lease (all of them
@@ -60,7 +61,10 @@ export const toBuffer = (v: unknown): Buffer => (Buffer.isBuffer(v) ? v : v inst
 export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<void> } {
   const { db, log, tuning, member, options: o } = c;
   const topics = [...c.partitions.keys()];
-  const topicList = sql.join(topics.map((t) => sql`${t}`), sql`, `);
+  const topicList = sql.join(
+    topics.map((t) => sql`${t}`),
+    sql`, `,
+  );
   const total = [...c.partitions.values()].reduce((a, b) => a + b, 0);
   const lease: SQLQuery = sql`now() + ${tuning.leaseMs} * interval '1 millisecond'`;
   const owned = new Map<string, Owned>();
@@ -157,7 +161,11 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     const claimEvery = owned.size < total ? tuning.pollIntervalMs : tuning.leaseMs / 3;
     if (Date.now() - lastClaim >= claimEvery) await claim();
     woken = false;
-    const ends = await queryRows(db, sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`, partitionRow);
+    const ends = await queryRows(
+      db,
+      sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`,
+      partitionRow,
+    );
     let worked = false;
     let nextRetry = Infinity;
     for (const e of ends) {

@@ -121,7 +121,8 @@ export const command: Command = {
         const file = positionals[0];
         const input = file === '-' ? process.stdin : createReadStream(file);
         // Fail on an unreadable file before connecting to anything.
-        if (file !== '-') await new Promise<void>((resolve, reject) => (input as ReturnType<typeof createReadStream>).once('open', () => resolve()).once('error', reject));
+        if (file !== '-')
+          await new Promise<void>((resolve, reject) => (input as ReturnType<typeof createReadStream>).once('open', () => resolve()).once('error', reject));
         const size = file === '-' ? null : (await stat(file)).size;
         const bar = progress({ lines: values.progress === true });
         let last: ImportProgress = { lines: 0, bytes: 0, published: 0, bad: 0 };

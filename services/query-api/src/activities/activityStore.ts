@@ -20,7 +20,8 @@ const metricOf = (m: Doc) =>
     metric_object_type: m.metric_object_type,
     deduping_key: m.deduping_key,
   }) as Activity['metric'];
-const contactOf = (c: Doc | null) => (c === null ? null : ({ id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name } as Activity['contact']));
+const contactOf = (c: Doc | null) =>
+  c === null ? null : ({ id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name } as Activity['contact']);
 const doc = z.record(z.string(), z.unknown());
 
 /** A row of activities as `columns` selects it (and its keyset position, `pos`, in listings). */

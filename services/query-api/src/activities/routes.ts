@@ -29,13 +29,18 @@ export function activityRoutes(rt: Runtime) {
       method: 'get',
       path: '/v2026-04/activities/',
       operationId: 'listActivities',
-      summary: 'The workspace\'s activities (those without a contact), newest first',
+      summary: "The workspace's activities (those without a contact), newest first",
       tags,
       query: activityListQuerySchema,
       responses: { 200: { description: 'A page of activities.', schema: activityPageSchema } },
       errors: [400, 401, 403],
       async handler(req, res, { query: q }) {
-        const activities = await page(req, q, { list: 'activities', filters: { scope: q.scope }, fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p), present: (rows) => rows.map((r) => r.activity) });
+        const activities = await page(req, q, {
+          list: 'activities',
+          filters: { scope: q.scope },
+          fetch: (p) => activityStore.workspacePage(rt.db, req.shopId, p),
+          present: (rows) => rows.map((r) => r.activity),
+        });
         res.json(activities);
       },
     }),
@@ -43,7 +48,7 @@ export function activityRoutes(rt: Runtime) {
       method: 'get',
       path: '/v2026-04/contacts/{contact_id}/timeline/',
       operationId: 'listContactTimeline',
-      summary: 'A contact\'s timeline, newest event_time first',
+      summary: "A contact's timeline, newest event_time first",
       tags,
       params: { contact_id: uuidPathParam('The contact id the event endpoints answered.') },
       query: pageQuerySchema,

@@ -167,30 +167,28 @@ async function withMessages(db: Queryable, shopId: string, page: Row[]): Promise
     messages.set(m.conversation_id, list);
   }
   // Built in the interface's field order; optional fields that are not typed "or null" are omitted when absent.
-  const conversations = page.map(
-    (r): Conversation => ({
-      id: r.id,
-      agent_id: r.agent_id,
-      contact_id: r.contact_id,
-      user_id: r.user_id,
-      created_at: shortTs(r.created_at),
-      updated_at: shortTs(r.updated_at),
-      escalation_time: tsOrNull(r.escalation_time),
-      start_time: tsOrNull(r.start_time),
-      last_message_at: tsOrNull(r.last_message_at),
-      resolved_at: tsOrNull(r.resolved_at),
-      ...(r.last_message_content !== null ? { last_message_content: r.last_message_content } : {}),
-      ...(r.summary !== null ? { summary: r.summary } : {}),
-      ...(r.title !== null ? { title: r.title } : {}),
-      flags: r.flags,
-      tags: r.tags,
-      intent: r.intent,
-      topic: r.topic,
-      messages: messages.get(r.id) ?? [],
-      ...(r.resolution !== null ? { resolution: r.resolution } : {}),
-      ...(r.status !== null ? { status: r.status } : {}),
-      type: r.type,
-    }),
-  );
+  const conversations = page.map((r): Conversation => ({
+    id: r.id,
+    agent_id: r.agent_id,
+    contact_id: r.contact_id,
+    user_id: r.user_id,
+    created_at: shortTs(r.created_at),
+    updated_at: shortTs(r.updated_at),
+    escalation_time: tsOrNull(r.escalation_time),
+    start_time: tsOrNull(r.start_time),
+    last_message_at: tsOrNull(r.last_message_at),
+    resolved_at: tsOrNull(r.resolved_at),
+    ...(r.last_message_content !== null ? { last_message_content: r.last_message_content } : {}),
+    ...(r.summary !== null ? { summary: r.summary } : {}),
+    ...(r.title !== null ? { title: r.title } : {}),
+    flags: r.flags,
+    tags: r.tags,
+    intent: r.intent,
+    topic: r.topic,
+    messages: messages.get(r.id) ?? [],
+    ...(r.resolution !== null ? { resolution: r.resolution } : {}),
+    ...(r.status !== null ? { status: r.status } : {}),
+    type: r.type,
+  }));
   return conversations;
 }

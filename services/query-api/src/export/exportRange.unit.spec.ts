@@ -51,7 +51,9 @@ describe('export ranges', () => {
     expect(fieldsOf(() => resolveRange('created_at__range', parseRange('created_at__range', 'relative:-1000000w,relative:-999999w'), now))).toEqual({
       created_at__range: expect.stringContaining('start is before 0001-01-01'),
     });
-    expect(fieldsOf(() => resolveRange('x', parseRange('x', 'relative:-9999999w,relative:-9999998w'), now))).toEqual({ x: expect.stringContaining('start is before 0001-01-01') });
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', 'relative:-9999999w,relative:-9999998w'), now))).toEqual({
+      x: expect.stringContaining('start is before 0001-01-01'),
+    });
     // The boundary: from a midnight, a whole number of days reaches 0001-01-01T00:00:00Z exactly; one more day does not.
     const midnight = at('2026-04-15T00:00:00Z');
     const earliest = at('0001-01-01T00:00:00Z');
@@ -59,13 +61,20 @@ describe('export ranges', () => {
     expect(Number.isInteger(days)).toBe(true);
     expect(resolveRange('x', parseRange('x', `relative:-${days}d,relative:-${days - 1}d`), midnight)).toEqual({ start: earliest, end: earliest + 86_400e6 });
     expect(formatMicros(earliest)).toBe('0001-01-01T00:00:00.000000Z');
-    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 1}d,relative:-${days - 1}d`), midnight))).toEqual({ x: expect.stringContaining('start is before') });
-    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 2}d,relative:-${days + 1}d`), midnight))).toEqual({ x: expect.stringContaining('start is before') });
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 1}d,relative:-${days - 1}d`), midnight))).toEqual({
+      x: expect.stringContaining('start is before'),
+    });
+    expect(fieldsOf(() => resolveRange('x', parseRange('x', `relative:-${days + 2}d,relative:-${days + 1}d`), midnight))).toEqual({
+      x: expect.stringContaining('start is before'),
+    });
   });
 
   it('reads years 0001-0099 as themselves (Date.UTC would read 0050 as 1950)', () => {
     expect(formatMicros(at('0050-06-01T00:00:00Z'))).toBe('0050-06-01T00:00:00.000000Z');
-    expect(resolveRange('x', parseRange('x', '0050-06-01T00:00:00Z,0050-06-02T00:00:00Z'), now)).toEqual({ start: at('0050-06-01T00:00:00Z'), end: at('0050-06-02T00:00:00Z') });
+    expect(resolveRange('x', parseRange('x', '0050-06-01T00:00:00Z,0050-06-02T00:00:00Z'), now)).toEqual({
+      start: at('0050-06-01T00:00:00Z'),
+      end: at('0050-06-02T00:00:00Z'),
+    });
   });
 
   it('writes equal ranges the same way for the cursor fingerprint', () => {

@@ -106,21 +106,25 @@ async function exportPage(req: Request, db: Queryable, page: ReturnType<typeof k
   // The windows come from the cursor, or are resolved at the first page: known once the pager asks for rows.
   let built: ReturnType<typeof exportSource> | undefined;
   const source = (w: PinnedWindows | undefined) => (built ??= exportSource(db, filtersOf(w)));
-  return page(req, { cursor: q.cursor, limit: q.limit ?? MAX_EXPORT_LIMIT }, {
-    filters: pinned,
-    query: raw,
-    path: EXPORT_PATH,
-    // Resolved once, at the first page: every later page keeps these bounds, so a backfill does not drift while it pages.
-    windows: () => {
-      const now = clock() * 1000;
-      const pair = (w: Window | undefined): [number, number] | undefined => w && [w.start, w.end];
-      const c = pair(created && resolveRange('created_at__range', created, now));
-      const l = pair(lastMessage && resolveRange('last_message_at__range', lastMessage, now));
-      const u = pair(updated && resolveRange('updated_at__range', updated, now));
-      return { ...(c ? { c } : {}), ...(l ? { l } : {}), ...(u ? { u } : {}) };
+  return page(
+    req,
+    { cursor: q.cursor, limit: q.limit ?? MAX_EXPORT_LIMIT },
+    {
+      filters: pinned,
+      query: raw,
+      path: EXPORT_PATH,
+      // Resolved once, at the first page: every later page keeps these bounds, so a backfill does not drift while it pages.
+      windows: () => {
+        const now = clock() * 1000;
+        const pair = (w: Window | undefined): [number, number] | undefined => w && [w.start, w.end];
+        const c = pair(created && resolveRange('created_at__range', created, now));
+        const l = pair(lastMessage && resolveRange('last_message_at__range', lastMessage, now));
+        const u = pair(updated && resolveRange('updated_at__range', updated, now));
+        return { ...(c ? { c } : {}), ...(l ? { l } : {}), ...(u ? { u } : {}) };
+      },
+      fetch: (p) => source(p.windows).fetch(p),
+      behind: (p) => source(p.windows).behind!(p),
+      present: (rows) => built!.present!(rows),
     },
-    fetch: (p) => source(p.windows).fetch(p),
-    behind: (p) => source(p.windows).behind!(p),
-    present: (rows) => built!.present!(rows),
-  });
+  );
 }

@@ -34,9 +34,16 @@ export function flowRoutes(rt: Runtime) {
         schema: flowCreateSchema,
         what: 'The flow',
         limit: BODY_LIMIT,
-        example: { name: 'Big orders', trigger: { metric_name: 'placed_order', property_conditions: [{ field: 'cart.total', op: 'gte', value: 100 }], contact_conditions: [{ field: 'email', op: 'ends_with', value: '@vip.example' }] } },
+        example: {
+          name: 'Big orders',
+          trigger: {
+            metric_name: 'placed_order',
+            property_conditions: [{ field: 'cart.total', op: 'gte', value: 100 }],
+            contact_conditions: [{ field: 'email', op: 'ends_with', value: '@vip.example' }],
+          },
+        },
       },
-      responses: { 201: { description: 'The flow.', schema: flowSchema, headers: { Location: 'The flow\'s URL.' } } },
+      responses: { 201: { description: 'The flow.', schema: flowSchema, headers: { Location: "The flow's URL." } } },
       errors: [400, 401, 403, 413, 415],
       async handler(req, res, { body }) {
         const flow = await flowStore.create(rt.db, req.shopId, body);
@@ -76,7 +83,7 @@ export function flowRoutes(rt: Runtime) {
       method: 'patch',
       path: '/v2026-04/flows/{id}/',
       operationId: 'updateFlow',
-      summary: 'Change a flow\'s name, status or trigger',
+      summary: "Change a flow's name, status or trigger",
       description: 'A given trigger replaces the whole trigger. The matcher picks the change up within a few seconds.',
       tags,
       params,
@@ -107,7 +114,7 @@ export function flowRoutes(rt: Runtime) {
       method: 'get',
       path: '/v2026-04/flows/{id}/triggers/',
       operationId: 'listFlowTriggers',
-      summary: 'A flow\'s triggers, newest first',
+      summary: "A flow's triggers, newest first",
       tags,
       params,
       query: pageQuerySchema,
