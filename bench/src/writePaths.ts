@@ -9,54 +9,23 @@
 import { randomUUID } from 'node:crypto';
 import { copyRows, sql, type Db, type Queryable } from '@shopstream/db';
 import type { EventRecord } from '@shopstream/contracts';
-import { metricEventOf, metricRecord } from '@shopstream/activity-projector';
+import { ACTIVITY_COLUMNS, TIMELINE_COLUMNS, activityRow, metricEventOf, metricRecord } from '@shopstream/activity-projector';
 import { eventMaker, eventRecordOf } from './events.js';
 
 export const BASELINE_BATCH = 1_000;
 
 type WritePath = 'insert' | 'copy';
 
-const ACTIVITY_COLUMNS = [
-  'shop_id',
-  'id',
-  'name',
-  'description',
-  'event_time',
-  'recorded_at',
-  'metric',
-  'contact_id',
-  'contact',
-  'remote_id',
-  'remote_platform',
-];
-
 /** The projector's three tables' rows for one batch of events, bare. */
 async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): Promise<void> {
   const outbox = events.map((e) => metricRecord(metricEventOf(e), 'metrics'));
   const timeline = events.filter((e) => e.contact !== null);
   if (how === 'copy') {
-    await copyRows(
-      tx,
-      'activities',
-      ACTIVITY_COLUMNS,
-      events.map((e) => [
-        e.shop_id,
-        e.activity_id,
-        e.name,
-        e.description,
-        e.event_time,
-        e.received_at,
-        JSON.stringify(e.metric),
-        e.contact?.id ?? null,
-        e.contact ? JSON.stringify(e.contact) : null,
-        e.remote_id,
-        e.remote_platform,
-      ]),
-    );
+    await copyRows(tx, 'activities', ACTIVITY_COLUMNS, events.map(activityRow));
     await copyRows(
       tx,
       'contact_timeline',
-      ['shop_id', 'contact_id', 'activity_id', 'event_time'],
+      TIMELINE_COLUMNS,
       timeline.map((e) => [e.shop_id, e.contact!.id, e.activity_id, e.event_time]),
     );
     await copyRows(

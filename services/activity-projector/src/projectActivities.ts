@@ -1,4 +1,4 @@
-import { canCopy, copyRows, sql, type Queryable } from '@shopstream/db';
+import { canCopy, copyRows, isUniqueViolation, sql, type Queryable } from '@shopstream/db';
 import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
 import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
@@ -30,7 +30,8 @@ export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
 /** A record whose activity id derives from a key (remote_id or deduping_key): a replay has the same id. */
 const isKeyed = (e: EventRecord) => e.remote_id != null || e.metric.deduping_key != null;
 
-const ACTIVITY_COLUMNS = [
+/** The columns of an activity row as the projector writes it by COPY, in activityRow's order. */
+export const ACTIVITY_COLUMNS = [
   'shop_id',
   'id',
   'name',
@@ -43,7 +44,22 @@ const ACTIVITY_COLUMNS = [
   'remote_id',
   'remote_platform',
 ];
-const TIMELINE_COLUMNS = ['shop_id', 'contact_id', 'activity_id', 'event_time'];
+export const TIMELINE_COLUMNS = ['shop_id', 'contact_id', 'activity_id', 'event_time'];
+
+/** An event's activity row, in ACTIVITY_COLUMNS' order. */
+export const activityRow = (e: EventRecord) => [
+  e.shop_id,
+  e.activity_id,
+  e.name,
+  e.description,
+  e.event_time,
+  e.received_at,
+  JSON.stringify(e.metric),
+  e.contact?.id ?? null,
+  e.contact ? JSON.stringify(e.contact) : null,
+  e.remote_id,
+  e.remote_platform,
+];
 
 /**
  * Applies a batch of `events` records in the caller's transaction: new activities (a replayed activity id
@@ -77,14 +93,12 @@ export async function projectActivities(tx: Queryable, records: ValidRecord<Even
       await tx.query(sql`RELEASE SAVEPOINT project_activities_copy`);
       return fresh;
     } catch (e) {
-      if ((e as { code?: unknown }).code !== UNIQUE_VIOLATION) throw e;
+      if (!isUniqueViolation(e)) throw e;
       await tx.query(sql`ROLLBACK TO SAVEPOINT project_activities_copy`);
     }
   }
   return insertActivities(tx, events);
 }
-
-const UNIQUE_VIOLATION = '23505';
 
 /** events less the keyed ones whose activity exists already. */
 async function withoutExisting(tx: Queryable, events: EventRecord[]): Promise<EventRecord[]> {
@@ -99,20 +113,7 @@ async function withoutExisting(tx: Queryable, events: EventRecord[]): Promise<Ev
 }
 
 async function copyActivities(tx: Queryable, events: EventRecord[]): Promise<void> {
-  const rows = events.map((e) => [
-    e.shop_id,
-    e.activity_id,
-    e.name,
-    e.description,
-    e.event_time,
-    e.received_at,
-    JSON.stringify(e.metric),
-    e.contact?.id ?? null,
-    e.contact ? JSON.stringify(e.contact) : null,
-    e.remote_id,
-    e.remote_platform,
-  ]);
-  await copyRows(tx, 'activities', ACTIVITY_COLUMNS, rows);
+  await copyRows(tx, 'activities', ACTIVITY_COLUMNS, events.map(activityRow));
   const timeline = [];
   for (const e of events) if (e.contact !== null) timeline.push([e.shop_id, e.contact.id, e.activity_id, e.event_time]);
   await copyRows(tx, 'contact_timeline', TIMELINE_COLUMNS, timeline);
