@@ -39,6 +39,8 @@ export const envSchema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: int(10_000),
   HTTP_REQUEST_TIMEOUT_MS: int(60_000),
   HTTP_KEEP_ALIVE_TIMEOUT_MS: int(65_000),
+  // Connections waiting to be accepted (the kernel caps it at net.core.somaxconn).
+  HTTP_BACKLOG: int(4096),
   // Whom to believe about the client: express's `trust proxy` (unset: nobody, X-Forwarded-* ignored) and
   // whether a client's X-Request-Id becomes the request id (else one is always generated).
   TRUST_PROXY: z.string().optional(),

@@ -53,7 +53,7 @@ beforeAll(async () => {
   const { router, openapi } = mountRoutes(routes);
   app.use(API_PREFIX, router);
   finishApp(app, openapi.operations);
-  server = await listen(app, 0, '127.0.0.1', logger, { headersTimeoutMs: 5_000, requestTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000 });
+  server = await listen(app, 0, '127.0.0.1', logger, { headersTimeoutMs: 5_000, requestTimeoutMs: 5_000, keepAliveTimeoutMs: 5_000, backlog: 511 });
   base = `http://127.0.0.1:${server.port}${API_PREFIX}`;
 });
 afterAll(async () => {

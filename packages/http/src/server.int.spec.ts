@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@shopstream/telemetry';
@@ -13,7 +14,7 @@ afterAll(async () => {
 
 async function start(
   parts: { trustProxy?: string; trustRequestId?: boolean },
-  timeouts = { headersTimeoutMs: 1_000, requestTimeoutMs: 1_500, keepAliveTimeoutMs: 5_000 },
+  limits = { headersTimeoutMs: 1_000, requestTimeoutMs: 1_500, keepAliveTimeoutMs: 5_000, backlog: 1_000 },
 ) {
   const app = createBaseApp({ service: 'http-spec', logger, readiness: {}, ...parts });
   app.get('/who', (req, res) => {
@@ -24,7 +25,7 @@ async function start(
     req.on('end', () => res.json({ ok: true }));
   });
   finishApp(app);
-  const s = await listen(app, 0, '127.0.0.1', logger, timeouts);
+  const s = await listen(app, 0, '127.0.0.1', logger, limits);
   servers.push(s);
   return `http://127.0.0.1:${s.port}`;
 }
@@ -47,6 +48,13 @@ describe('server timeouts', () => {
   let base: string;
   beforeAll(async () => {
     base = await start({});
+  });
+
+  it("listens with the configured accept backlog, not Node's 511 (a burst of connections to a busy process was dropped)", () => {
+    // For a listening socket, ss shows the backlog as Send-Q.
+    const port = new URL(base).port;
+    const line = execFileSync('ss', ['-ltnH', `sport = :${port}`], { encoding: 'utf8' }).trim();
+    expect(line.split(/\s+/)[2]).toBe('1000');
   });
 
   it('a body that stops arriving is answered 408 in the error body and the connection closed (it stayed open for minutes)', async () => {

@@ -76,17 +76,23 @@ function answerExpectation(req: http.IncomingMessage, res: http.ServerResponse, 
   res.end(req.method === 'HEAD' ? undefined : body);
 }
 
-/** How long a client may take; each is checked about every second, so a limit fires within a second of it. */
-export interface ServerTimeouts {
+/** What a client may take; each timeout is checked about every second, so it fires within a second of its limit. */
+export interface ServerLimits {
   /** Until the request line and headers have arrived (half-sent headers holding connections): 408. */
   headersTimeoutMs: number;
   /** Until the whole request, body included, has arrived (a body sent at a byte a second): 408. */
   requestTimeoutMs: number;
   /** An idle keep-alive connection: longer than common load balancers' idle timeout, so they close first. */
   keepAliveTimeoutMs: number;
+  /**
+   * Connections the kernel holds until the process accepts them (capped by net.core.somaxconn). Node's default,
+   * 511, overflows when many clients connect at once to a busy process: the kernel then drops their SYNs and
+   * each client waits out its SYN retransmits (1, 3, 7, 15 s), silent, instead of being answered.
+   */
+  backlog: number;
 }
 
-export const DEFAULT_TIMEOUTS: ServerTimeouts = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 65_000 };
+export const DEFAULT_LIMITS: ServerLimits = { headersTimeoutMs: 10_000, requestTimeoutMs: 60_000, keepAliveTimeoutMs: 65_000, backlog: 4096 };
 
 /**
  * Answers a request before it reaches express, or returns false to let express have it. For load that must
@@ -100,16 +106,16 @@ export async function listen(
   port: number,
   host: string,
   logger: Logger,
-  timeouts: ServerTimeouts = DEFAULT_TIMEOUTS,
+  limits: ServerLimits = DEFAULT_LIMITS,
   shed?: ShedHandler,
 ): Promise<RunningServer> {
   const server = http.createServer(
     {
       maxHeaderSize: MAX_HEADER_BYTES,
       // Node refuses a headers timeout above the request timeout.
-      headersTimeout: Math.min(timeouts.headersTimeoutMs, timeouts.requestTimeoutMs),
-      requestTimeout: timeouts.requestTimeoutMs,
-      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      headersTimeout: Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs),
+      requestTimeout: limits.requestTimeoutMs,
+      keepAliveTimeout: limits.keepAliveTimeoutMs,
       // Node checks the two timeouts above every 30 s by default: a 10 s limit could then take 40 s.
       connectionsCheckingInterval: 1_000,
     },
@@ -119,7 +125,7 @@ export async function listen(
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => answerExpectation(req, res, logger));
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => resolve());
+    server.listen({ port, host, backlog: limits.backlog }, () => resolve());
   });
   const addr = server.address();
   const actual = typeof addr === 'object' && addr ? addr.port : port;

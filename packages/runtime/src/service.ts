@@ -78,6 +78,7 @@ export async function serve(
       headersTimeoutMs: rt.env.HTTP_HEADERS_TIMEOUT_MS,
       requestTimeoutMs: rt.env.HTTP_REQUEST_TIMEOUT_MS,
       keepAliveTimeoutMs: rt.env.HTTP_KEEP_ALIVE_TIMEOUT_MS,
+      backlog: rt.env.HTTP_BACKLOG,
     },
     shedHandler(
       opts.name,
