@@ -8,7 +8,15 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { Parser } from '@asyncapi/parser';
-import { compatibilityBreaks, contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, metricEventSchema, topicContracts } from '@shopstream/contracts';
+import {
+  compatibilityBreaks,
+  contractJsonSchema,
+  DLQ_HEADERS_SCHEMA,
+  headers as H,
+  metricEventSchema,
+  topicContracts,
+  type JsonSchema,
+} from '@shopstream/contracts';
 import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
@@ -49,7 +57,7 @@ describe('schema files', () => {
     ]);
     expect(compatibilityBreaks(base, variant(metricEventSchema.extend({ name: z.string().max(10) })))).toEqual(['$.name: maxLength tightened to 10']);
     expect(compatibilityBreaks(base, variant(metricEventSchema.strict()))).toEqual(['$: extra properties now forbidden']);
-    const status = { type: 'object', properties: { status: { type: 'string', enum: ['active', 'paused'] } }, required: ['status'] };
+    const status: JsonSchema = { type: 'object', properties: { status: { type: 'string', enum: ['active', 'paused'] } }, required: ['status'] };
     expect(compatibilityBreaks(status, { ...status, properties: { status: { type: 'string', enum: ['active'] } } })).toEqual(['$.status: enum narrowed']);
     expect(compatibilityBreaks(status, { ...status, properties: { status: { type: 'string', enum: ['active', 'paused', 'archived'] } } })).toEqual([]);
   });

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
 import { sql, type Db } from '@shopstream/db';
-import { startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
+import { processAlive, startLocalKafka, waitForKafka, type KafkaHandle } from '@shopstream/testkit';
 import { Pool } from 'undici';
 import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '../services.js';
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
@@ -24,15 +24,6 @@ function brokerStartedAt(logFile: string, after: number): number | undefined {
   }
   return undefined;
 }
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 
 /**
  * The broker killed (-9) for 20 s under 1,000 events/s (FAULTS_BROKER_OUTAGE_RATE), half as single events and half
@@ -245,7 +236,7 @@ export const brokerOutage: Scenario = {
     killedAt = Date.now();
     process.kill(first.pid!, 'SIGKILL');
     phase = 'outage';
-    while (alive(first.pid!)) await new Promise((r) => setTimeout(r, 20));
+    while (processAlive(first.pid!)) await new Promise((r) => setTimeout(r, 20));
     ctx.log(`broker killed (-9); restarted on its data in ${outageMs / 1000} s`);
     await new Promise((r) => setTimeout(r, Math.max(0, killedAt + outageMs - Date.now())));
     spawnedAt = Date.now();

@@ -13,6 +13,7 @@ import kafkajs, {
   type Consumer,
   type Admin,
   type IHeaders,
+  type KafkaMessage,
   type LogEntry,
   type ConfigEntries,
   type Message,
@@ -25,34 +26,29 @@ import {
   type BusRecord,
   type ConfigChange,
   type ConsumeOptions,
-  type OutgoingRecord,
   type ReadOptions,
   type Subscription,
   type TopicSpec,
 } from './port.js';
-import { createMicroBatcher } from './microBatcher.js';
-import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
-import { splitForSend } from './sendSize.js';
-import { topicLimits } from '@shopstream/contracts';
+import {
+  configChanges,
+  createKafkaPublisher,
+  keyPartitionMemo,
+  sendUntilAnswered,
+  specsToAlign,
+  topicCreateConfig,
+  untilApplied,
+  untilTopicsReady,
+  withTimeout,
+  type KafkaBusBaseOptions,
+  type RecordsByTopic,
+  type TopicSetting,
+} from './kafkaCommon.js';
 
 // kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
 const { ConfigResourceTypes, ConfigSource } = kafkajs;
 
-export interface KafkaBusOptions {
-  brokers: string[];
-  clientId: string;
-  replicationFactor: number;
-  logger: Logger;
-  /** How long publish may wait for the broker before it gives up with BusUnavailableError. */
-  publishTimeoutMs?: number;
-  /** How long concurrent publishes are gathered into one send. */
-  lingerMs?: number;
-  /**
-   * A consumer group member that sends no heartbeat for this long is dropped. After a kill -9, a restarted
-   * member joins only once the dead one's session ran out, so this bounds how long a projector stays away.
-   * Default 8 s (heartbeats every 2.5 s); the broker refuses less than its group.min.session.timeout.ms (6 s).
-   */
-  sessionTimeoutMs?: number;
+export interface KafkaBusOptions extends KafkaBusBaseOptions {
   /**
    * Where each consumer group's member id is kept across restarts of this process (one instance of a service):
    * a consumer restarted after a kill -9 rejoins as the member it was, at once, instead of as a new member
@@ -88,18 +84,11 @@ function brokerAway(e: unknown): boolean {
  */
 const memoizedKeyPartitioner: ICustomPartitioner = () => {
   const inner = Partitioners.DefaultPartitioner();
-  const known = new Map<string, number>();
+  const partitionOf = keyPartitionMemo();
   return (args) => {
     const { topic, partitionMetadata, message } = args;
     if ((message.partition !== null && message.partition !== undefined) || typeof message.key !== 'string') return inner(args);
-    const k = `${partitionMetadata.length}\u0000${topic}\u0000${message.key}`;
-    let partition = known.get(k);
-    if (partition === undefined) {
-      partition = inner(args);
-      if (known.size >= 100_000) known.clear();
-      known.set(k, partition);
-    }
-    return partition;
+    return partitionOf(topic, message.key, partitionMetadata.length, () => inner(args));
   };
 };
 
@@ -168,6 +157,19 @@ function toHeaders(h: IHeaders | undefined): Record<string, string> {
   }
   return out;
 }
+
+const toRecord = (topic: string, partition: number, m: KafkaMessage): BusRecord => ({
+  topic,
+  partition,
+  offset: m.offset,
+  key: m.key ? m.key.toString() : null,
+  value: m.value ?? Buffer.alloc(0),
+  headers: toHeaders(m.headers),
+  timestamp: Number(m.timestamp),
+});
+
+/** A kafkajs topic setting as both adapters compare them. */
+const settingOf = (e: ConfigEntries): TopicSetting => ({ name: e.configName, value: e.configValue, own: e.configSource === ConfigSource.TOPIC_CONFIG });
 
 // kafkajs warns at every producer start when an idempotent producer's retries are bounded. They are bounded
 // on purpose: a send that cannot complete fails within publishTimeoutMs, so ingest answers 503 (nothing
@@ -247,15 +249,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     void old.disconnect().catch(() => {});
   };
 
-  const withTimeout = <T>(p: Promise<T>, what: string): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const t = setTimeout(() => reject(new BusUnavailableError(`${what} timed out after ${publishTimeoutMs} ms`)), publishTimeoutMs);
-      p.then(
-        (v) => (clearTimeout(t), resolve(v)),
-        (e) => (clearTimeout(t), reject(e)),
-      );
-    });
-
   /**
    * sendBatch, and again for whatever it answered without sending. kafkajs 2.2.4 keeps, across the retries
    * of one sendBatch, the answers of the brokers that already answered and retries only the others: when a
@@ -266,75 +259,32 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * same partition, by the same producer (kafkajs rolled that partition's sequence back when its request
    * failed, so a batch the dead leader did append and replicate is taken by the broker as a duplicate).
    */
-  const sendAll = async (topicMessages: TopicMessages[]): Promise<void> => {
-    let pending = topicMessages;
-    for (let attempt = 1; ; attempt++) {
-      const p = producer;
-      const chosen = partitionOf;
-      const answers = await p.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
-      const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
-      const missing: TopicMessages[] = [];
-      let n = 0;
-      for (const { topic, messages } of pending) {
-        const again = messages.filter((m) => !answered.has(`${topic}\u0000${chosen.get(m)}`));
-        if (again.length === 0) continue;
-        n += again.length;
-        missing.push({ topic, messages: again.map((m) => ({ ...m, partition: chosen.get(m) })) });
-      }
-      if (missing.length === 0) return;
-      resentRecords.inc(n);
-      log.warn(
-        { records: n, partitions: missing.map((t) => t.topic), attempt },
-        'Kafka answered a send without some of its partitions (a leader moved): sending those records again',
-      );
-      if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${n} of their records' partitions`);
-      pending = missing;
-    }
-  };
+  const sendAll = (byTopic: RecordsByTopic): Promise<void> =>
+    sendUntilAnswered(
+      log,
+      [...byTopic].map(([topic, records]): TopicMessages => ({
+        topic,
+        messages: records.map((r): Message => ({ key: r.key, value: r.value, headers: r.headers })),
+      })),
+      async (pending) => {
+        const p = producer;
+        const chosen = partitionOf;
+        const answers = await p.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
+        const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
+        const again: TopicMessages[] = [];
+        let records = 0;
+        for (const { topic, messages } of pending) {
+          const missing = messages.filter((m) => !answered.has(`${topic}\u0000${chosen.get(m)}`));
+          if (missing.length === 0) continue;
+          records += missing.length;
+          again.push({ topic, messages: missing.map((m) => ({ ...m, partition: chosen.get(m) })) });
+        }
+        return { again, records };
+      },
+    );
 
-  // Fail fast while the broker is away (see createBrokerGate).
-  const gate = createBrokerGate();
-  const admit = gate.admit;
-
-  // One send carries every record published meanwhile, for every topic: many HTTP requests, one round trip.
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
-    lingerMs: opts.lingerMs ?? 2,
-    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
-    maxWeight: topicLimits.sendBudgetBytes,
-    weight: (item) => item.bytes,
-    async flush(items) {
-      const byTopic = new Map<string, OutgoingRecord[]>();
-      for (const { topic, records } of items) {
-        const list = byTopic.get(topic) ?? [];
-        for (const r of records) list.push(r);
-        byTopic.set(topic, list);
-      }
-      const probe = items.some((i) => i.probe);
-      gate.check(probe);
-      const end = sendSeconds.startTimer();
-      try {
-        await withTimeout(connectProducer(), 'connecting to Kafka');
-        await withTimeout(
-          sendAll(
-            [...byTopic].map(([topic, records]) => ({
-              topic,
-              messages: records.map((r): Message => ({ key: r.key, value: r.value, headers: r.headers })),
-            })),
-          ),
-          'Kafka send',
-        );
-        end({ outcome: 'ok' });
-        gate.sent();
-      } catch (e) {
-        end({ outcome: 'error' });
-        gate.failed(brokerAway(e));
-        replaceProducer();
-        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
-      } finally {
-        gate.flushed(probe);
-      }
-    },
-  });
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, connect: connectProducer, sendAll, brokerAway, replaceProducer });
 
   /**
    * A new partition's leader named in the metadata may not serve it yet (NOT_LEADER_OR_FOLLOWER on the first
@@ -359,6 +309,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
     return new Map(res.resources.map((r) => [r.resourceName, r.configEntries]));
   };
+  const topicSettings = async (names: string[]) => new Map([...(await describeTopics(names))].map(([t, entries]) => [t, entries.map(settingOf)]));
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
   const deleteGroup = async (groupId: string): Promise<boolean> => {
@@ -424,15 +375,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
             const prev = w.records.length > 0 ? BigInt(w.records[w.records.length - 1].offset) : w.from - 1n;
             // Before the seek took effect, or fetched again after it: not ours, or had already.
             if (offset <= prev || offset > w.last) continue;
-            w.records.push({
-              topic,
-              partition: batch.partition,
-              offset: m.offset,
-              key: m.key ? m.key.toString() : null,
-              value: m.value ?? Buffer.alloc(0),
-              headers: toHeaders(m.headers),
-              timestamp: Number(m.timestamp),
-            });
+            w.records.push(toRecord(topic, batch.partition, m));
             if (offset === w.last || w.records.length === ro.limit) {
               w.done = true;
               break;
@@ -481,40 +424,26 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         });
       }
       const names = specs.map((s) => s.topic);
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const ready = await admin
+      await untilTopicsReady(names, () =>
+        admin
           .fetchTopicMetadata({ topics: names })
           .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
           .then(async (led) => led && (missing.length === 0 || (await servesOffsets(missing.map((s) => s.topic)))))
-          .catch(() => false);
-        if (ready) return;
-        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+          .catch(() => false),
+      );
     },
 
     async alignTopicConfigs(specs) {
-      const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
-      if (wanted.length === 0) return [];
-      await connectAdmin();
-      const existing = new Set(await admin.listTopics());
-      const present = wanted.filter((s) => existing.has(s.topic));
+      const present = await specsToAlign(specs, () => connectAdmin().then(() => admin.listTopics()));
       if (present.length === 0) return [];
       const described = await describeTopics(present.map((s) => s.topic));
       const changes: ConfigChange[] = [];
       const resources = [];
       for (const spec of present) {
         const entries = described.get(spec.topic) ?? [];
-        const own = new Map(entries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e]));
-        const mine: ConfigChange[] = [];
-        for (const [name, to] of Object.entries(spec.config!)) {
-          const current = own.get(name);
-          if (current?.configValue === to) continue;
-          const effective = current ?? entries.find((e) => e.configName === name);
-          mine.push({ topic: spec.topic, name, from: effective?.configValue ?? null, inherited: current === undefined, to });
-        }
+        const mine = configChanges(spec, entries.map(settingOf));
         if (mine.length === 0) continue;
+        const own = new Map(entries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e]));
         // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
         // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
         // So the topic's own settings are sent back with the changes. Read-modify-write: a setting changed by
@@ -532,19 +461,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       }
       if (resources.length === 0) return changes;
       await admin.alterConfigs({ validateOnly: false, resources });
-      // The broker answers before it applies the change (KRaft: once the controller wrote the record), so a
-      // describe right after may still show the old values. Resolve when they read back, as the port says.
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const now = await describeTopics([...new Set(changes.map((c) => c.topic))]);
-        const pending = changes.filter(
-          (c) => !(now.get(c.topic) ?? []).some((e) => e.configName === c.name && e.configValue === c.to && e.configSource === ConfigSource.TOPIC_CONFIG),
-        );
-        if (pending.length === 0) return changes;
-        if (Date.now() > deadline)
-          throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
+      return untilApplied(changes, topicSettings);
     },
 
     async topicConfigs(topicNames) {
@@ -554,14 +471,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       return Object.fromEntries(topicNames.map((t) => [t, Object.fromEntries((described.get(t) ?? []).map((e) => [e.configName, e.configValue]))]));
     },
 
-    async publish(topic, records) {
-      if (records.length === 0) return;
-      // In order: a publish too large for one send is several, one after the other.
-      for (const send of splitForSend(records)) {
-        const probe = admit();
-        await batcher.add({ topic, ...send, probe });
-      }
-    },
+    publish: publisher.publish,
 
     async consume(o: ConsumeOptions): Promise<Subscription> {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
@@ -611,15 +521,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         partitionsConsumedConcurrently: 3,
         eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
           if (batch.messages.length === 0 || !isRunning() || isStale()) return;
-          const records: BusRecord[] = batch.messages.map((m) => ({
-            topic: batch.topic,
-            partition: batch.partition,
-            offset: m.offset,
-            key: m.key ? m.key.toString() : null,
-            value: m.value ?? Buffer.alloc(0),
-            headers: toHeaders(m.headers),
-            timestamp: Number(m.timestamp),
-          }));
+          const records = batch.messages.map((m) => toRecord(batch.topic, batch.partition, m));
           try {
             await o.handleBatch({ topic: batch.topic, partition: batch.partition, records }, { heartbeat, isRunning: () => running && isRunning() });
           } catch (e) {
@@ -682,6 +584,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         await withTimeout(
           connectAdmin().then(() => admin.describeCluster()),
           'Kafka describeCluster',
+          publishTimeoutMs,
         );
         return true;
       } catch {
@@ -690,7 +593,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
 
     async close() {
-      await batcher.close();
+      await publisher.close();
       await Promise.all([...consumers].map((c) => c.disconnect().catch(() => {})));
       await producer.disconnect().catch(() => {});
       await admin.disconnect().catch(() => {});

@@ -1,17 +1,60 @@
 import { topicLimits } from '@shopstream/contracts';
-import { counter, histogram } from '@shopstream/telemetry';
-import { BusUnavailableError, type TopicSpec } from './port.js';
+import { counter, histogram, type Logger } from '@shopstream/telemetry';
+import { BusUnavailableError, type ConfigChange, type OutgoingRecord, type TopicSpec } from './port.js';
+import { createMicroBatcher } from './microBatcher.js';
+import { splitForSend } from './sendSize.js';
 
 /** What both Kafka adapters (kafkajs in kafka.ts, @platformatic/kafka in kafkaPlatformatic.ts) share. */
+
+/** What both adapters' factories take (createKafkaBus, createPlatformaticKafkaBus); each adds its own. */
+export interface KafkaBusBaseOptions {
+  brokers: string[];
+  clientId: string;
+  replicationFactor: number;
+  logger: Logger;
+  /** How long publish may wait for the broker before it gives up with BusUnavailableError. */
+  publishTimeoutMs?: number;
+  /** How long concurrent publishes are gathered into one send. */
+  lingerMs?: number;
+  /**
+   * A consumer group member that sends no heartbeat for this long is dropped. After a kill -9, a restarted
+   * member joins only once the dead one's session ran out, so this bounds how long a projector stays away.
+   * Default 8 s (heartbeats every 2.5 s); the broker refuses less than its group.min.session.timeout.ms (6 s).
+   */
+  sessionTimeoutMs?: number;
+}
 
 /** How long publishes fail at once after a send failed because the broker is away (see createBrokerGate). */
 export const FAIL_FAST_MS = 1_000;
 
-export const resentRecords = counter(
+const resentRecords = counter(
   'shopstream_kafka_records_resent_total',
   'Records sent again because Kafka answered a send without their partition (a leader moved during it; kafkajs#1303).',
 );
-export const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
+const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** p, or BusUnavailableError once it has not settled within ms. */
+export function withTimeout<T>(p: Promise<T>, what: string, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const t = setTimeout(() => reject(new BusUnavailableError(`${what} timed out after ${ms} ms`)), ms);
+    p.then(
+      (v) => (clearTimeout(t), resolve(v)),
+      (e) => (clearTimeout(t), reject(e)),
+    );
+  });
+}
+
+/** Asks every 100 ms until ready() answers true; BusUnavailableError with failure()'s words after 30 s. */
+async function within30s(ready: () => Promise<boolean>, failure: () => string): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (await ready()) return;
+    if (Date.now() > deadline) throw new BusUnavailableError(failure());
+    await sleep(100);
+  }
+}
 
 /** The settings a topic is created with: Shopstream's limits, then the spec's own. */
 export function topicCreateConfig(spec: TopicSpec, replicationFactor: number): Record<string, string> {
@@ -25,13 +68,103 @@ export function topicCreateConfig(spec: TopicSpec, replicationFactor: number): R
 }
 
 /**
+ * Resolves once the topics are ready (ready(): every partition has a leader that serves it, as the adapter
+ * asks; a failure to ask counts as not yet); BusUnavailableError after 30 s.
+ */
+export function untilTopicsReady(names: string[], ready: () => Promise<boolean>): Promise<void> {
+  return within30s(ready, () => `Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
+}
+
+/** A topic setting as the broker describes it: `own` when the topic itself sets it, not a broker default. */
+export interface TopicSetting {
+  name: string;
+  value: string | null;
+  own: boolean;
+}
+
+/** The specs of alignTopicConfigs that set topic settings, of the topics that exist (it creates none). */
+export async function specsToAlign(specs: TopicSpec[], listTopics: () => Promise<string[]>): Promise<TopicSpec[]> {
+  const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
+  if (wanted.length === 0) return [];
+  const existing = new Set(await listTopics());
+  return wanted.filter((s) => existing.has(s.topic));
+}
+
+/** What setting spec's config on its topic changes, given the topic's settings now. */
+export function configChanges(spec: TopicSpec, settings: TopicSetting[]): ConfigChange[] {
+  const own = new Map(settings.filter((s) => s.own).map((s) => [s.name, s]));
+  const changes: ConfigChange[] = [];
+  for (const [name, to] of Object.entries(spec.config ?? {})) {
+    const current = own.get(name);
+    if (current?.value === to) continue;
+    const effective = current ?? settings.find((s) => s.name === name);
+    changes.push({ topic: spec.topic, name, from: effective?.value ?? null, inherited: current === undefined, to });
+  }
+  return changes;
+}
+
+/**
+ * The broker answers a change of settings before it applies it (KRaft: once the controller wrote the record),
+ * so a describe right after may still show the old values. Resolves with the changes once every one reads
+ * back as the topic's own setting, as the port says; BusUnavailableError after 30 s.
+ */
+export async function untilApplied(changes: ConfigChange[], describe: (topics: string[]) => Promise<Map<string, TopicSetting[]>>): Promise<ConfigChange[]> {
+  const topics = [...new Set(changes.map((c) => c.topic))];
+  let pending = changes;
+  await within30s(
+    async () => {
+      const now = await describe(topics);
+      pending = changes.filter((c) => !(now.get(c.topic) ?? []).some((s) => s.name === c.name && s.value === c.to && s.own));
+      return pending.length === 0;
+    },
+    () => `Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`,
+  );
+  return changes;
+}
+
+/**
+ * The partition of each key, per topic and partition count, remembered: records carry few distinct keys (the
+ * shop id), and a keyed record's partition depends only on its key and the partition count. compute() hashes.
+ */
+export function keyPartitionMemo(): (topic: string, key: string, count: number, compute: () => number) => number {
+  const known = new Map<string, number>();
+  return (topic, key, count, compute) => {
+    const k = `${count}\u0000${topic}\u0000${key}`;
+    let partition = known.get(k);
+    if (partition === undefined) {
+      partition = compute();
+      if (known.size >= 100_000) known.clear();
+      known.set(k, partition);
+    }
+    return partition;
+  };
+}
+
+/**
+ * One send, and again for whatever records its answer lacks (Kafka answered without their partition: a leader
+ * moved during it; kafkajs#1303, see kafka.ts's sendAll), at most 5 sends in all. send(pending) makes one send
+ * and returns what to send again (`again`, to the same partitions) and how many records that is.
+ */
+export async function sendUntilAnswered<P>(log: Logger, first: P, send: (pending: P) => Promise<{ again: P; records: number }>): Promise<void> {
+  let pending = first;
+  for (let attempt = 1; ; attempt++) {
+    const { again, records } = await send(pending);
+    if (records === 0) return;
+    resentRecords.inc(records);
+    log.warn({ records, attempt }, 'Kafka answered a send without some of its partitions (a leader moved): sending those records again');
+    if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${records} of their records' partitions`);
+    pending = again;
+  }
+}
+
+/**
  * While the broker is away (a send failed to reach it), publishes fail at once (BusUnavailableError: 503 with
  * Retry-After) instead of each waiting out the publish timeout, and do not pile up behind a send that hangs:
  * one publish at a time, at most every FAIL_FAST_MS, is let through as a probe (its batch tries Kafka); the
  * first send that succeeds ends it. Like the database's circuit breaker (connectPostgres): a broker outage
  * is answered in milliseconds, and ingest takes events again within a second of the broker's return.
  */
-export function createBrokerGate() {
+function createBrokerGate() {
   let away = false;
   let probing = false;
   let failedAt = 0;
@@ -58,5 +191,85 @@ export function createBrokerGate() {
     flushed(probe: boolean): void {
       if (probe) probing = false;
     },
+  };
+}
+
+/** The records of one micro-batch, by topic, each topic's in publish order. */
+export type RecordsByTopic = Map<string, OutgoingRecord[]>;
+
+/** What an adapter gives createKafkaPublisher: its producer, behind these. */
+export interface KafkaPublisherOptions {
+  lingerMs?: number;
+  publishTimeoutMs: number;
+  /** Before each send, within its own publishTimeoutMs: connects the current producer, where the client wants that. */
+  connect?: () => Promise<void>;
+  /**
+   * One micro-batch, by the current producer, with acks=all: resolves once the broker acknowledged every record
+   * of it (sendUntilAnswered), rejects otherwise.
+   */
+  sendAll(byTopic: RecordsByTopic): Promise<void>;
+  /** Whether a failed send says the broker is away (unreachable, no answer in time), not that it refused these records. */
+  brokerAway(e: unknown): boolean;
+  /** After a failed or timed-out send: a new producer for the next send, the failed one never reused (see kafka.ts). */
+  replaceProducer(): void;
+}
+
+export interface KafkaPublisher {
+  /** Bus.publish: resolves once the broker acknowledged every record; BusUnavailableError otherwise. */
+  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  /** Sends what is pending and waits for the send in flight. */
+  close(): Promise<void>;
+}
+
+/**
+ * The publish path of both adapters. Concurrent publishes are gathered (createMicroBatcher) into one send that
+ * carries every record published meanwhile, for every topic: many HTTP requests, one round trip. Flushes never
+ * overlap, so one send is in flight per producer (concurrent idempotent sends on one producer fail with
+ * OUT_OF_ORDER_SEQUENCE_NUMBER). A publish resolves only once its send was acknowledged; a send that fails or
+ * does not finish within publishTimeoutMs rejects every publish in it with BusUnavailableError and replaces the
+ * producer. While the broker is away, publishes fail at once (createBrokerGate).
+ */
+export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
+  const gate = createBrokerGate();
+  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
+    lingerMs: o.lingerMs ?? 2,
+    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
+    maxWeight: topicLimits.sendBudgetBytes,
+    weight: (item) => item.bytes,
+    async flush(items) {
+      const byTopic: RecordsByTopic = new Map();
+      for (const { topic, records } of items) {
+        const list = byTopic.get(topic) ?? [];
+        for (const r of records) list.push(r);
+        byTopic.set(topic, list);
+      }
+      const probe = items.some((i) => i.probe);
+      gate.check(probe);
+      const end = sendSeconds.startTimer();
+      try {
+        if (o.connect) await withTimeout(o.connect(), 'connecting to Kafka', o.publishTimeoutMs);
+        await withTimeout(o.sendAll(byTopic), 'Kafka send', o.publishTimeoutMs);
+        end({ outcome: 'ok' });
+        gate.sent();
+      } catch (e) {
+        end({ outcome: 'error' });
+        gate.failed(o.brokerAway(e));
+        o.replaceProducer();
+        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
+      } finally {
+        gate.flushed(probe);
+      }
+    },
+  });
+  return {
+    async publish(topic, records) {
+      if (records.length === 0) return;
+      // In order: a publish too large for one send is several, one after the other.
+      for (const send of splitForSend(records)) {
+        const probe = gate.admit();
+        await batcher.add({ topic, ...send, probe });
+      }
+    },
+    close: () => batcher.close(),
   };
 }

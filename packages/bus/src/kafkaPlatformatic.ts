@@ -12,35 +12,33 @@ import {
   type MessagesStream,
   type MessageToProduce,
 } from '@platformatic/kafka';
-import type { Logger } from '@shopstream/telemetry';
 import {
   BusUnavailableError,
   type Bus,
   type BusRecord,
   type ConfigChange,
   type ConsumeOptions,
-  type OutgoingRecord,
   type ReadOptions,
   type Subscription,
   type TopicSpec,
 } from './port.js';
-import { createMicroBatcher } from './microBatcher.js';
 import { partitionFor } from './pglog/partitionFor.js';
-import { createBrokerGate, resentRecords, sendSeconds, topicCreateConfig } from './kafkaCommon.js';
-import { splitForSend } from './sendSize.js';
-import { topicLimits } from '@shopstream/contracts';
+import {
+  configChanges,
+  createKafkaPublisher,
+  keyPartitionMemo,
+  sendUntilAnswered,
+  specsToAlign,
+  topicCreateConfig,
+  untilApplied,
+  untilTopicsReady,
+  withTimeout,
+  type KafkaBusBaseOptions,
+  type RecordsByTopic,
+  type TopicSetting,
+} from './kafkaCommon.js';
 
-export interface PlatformaticKafkaBusOptions {
-  brokers: string[];
-  clientId: string;
-  replicationFactor: number;
-  logger: Logger;
-  /** How long publish may wait for the broker before it gives up with BusUnavailableError. */
-  publishTimeoutMs?: number;
-  /** How long concurrent publishes are gathered into one send. */
-  lingerMs?: number;
-  /** As KafkaBusOptions.sessionTimeoutMs: default 8 s, heartbeats every 2.5 s. */
-  sessionTimeoutMs?: number;
+export interface PlatformaticKafkaBusOptions extends KafkaBusBaseOptions {
   /**
    * Static group membership (KIP-345, group.instance.id): this instance of a service, stable across its
    * restarts. A consumer restarted after a kill -9 takes its place in the group at once, with the partitions
@@ -144,90 +142,38 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     void forceClose(old).catch(() => {});
   };
 
-  const withTimeout = <T>(p: Promise<T>, what: string, ms = publishTimeoutMs): Promise<T> =>
-    new Promise<T>((resolve, reject) => {
-      const t = setTimeout(() => reject(new BusUnavailableError(`${what} timed out after ${ms} ms`)), ms);
-      p.then(
-        (v) => (clearTimeout(t), resolve(v)),
-        (e) => (clearTimeout(t), reject(e)),
-      );
-    });
-
   /** Partition counts of the topics a send goes to (the producer's metadata, cached by the client). */
   const partitionCounts = async (p: Out, topics: string[]): Promise<Map<string, number>> => {
     const md = await p.metadata({ topics });
     return new Map(topics.map((t) => [t, md.topics.get(t)!.partitionsCount]));
   };
   // partitionFor of each key, per topic and partition count: records carry few distinct keys (the shop id).
-  const known = new Map<string, number>();
-  const partitionOf = (topic: string, key: string, count: number): number => {
-    const k = `${count}\u0000${topic}\u0000${key}`;
-    let p = known.get(k);
-    if (p === undefined) {
-      p = partitionFor(key, count);
-      if (known.size >= 100_000) known.clear();
-      known.set(k, p);
-    }
-    return p;
-  };
+  const memo = keyPartitionMemo();
+  const partitionOf = (topic: string, key: string, count: number): number => memo(topic, key, count, () => partitionFor(key, count));
 
   /**
    * One send, and again for whatever partition its answer lacks. Every message carries its partition
    * (partitionFor: the one kafkajs' default partitioner picks), so the check of kafka.ts's sendAll needs no
    * partitioner hook; it has not been seen to fire with this client, whose produce retries follow a moved leader.
    */
-  const sendAll = async (byTopic: Map<string, OutgoingRecord[]>): Promise<void> => {
+  const sendAll = async (byTopic: RecordsByTopic): Promise<void> => {
     const p = producer;
     const counts = await partitionCounts(p, [...byTopic.keys()]);
-    let pending: MessageToProduce<string, string | Buffer, string, string>[] = [];
+    const messages: MessageToProduce<string, string | Buffer, string, string>[] = [];
     for (const [topic, records] of byTopic) {
       const count = counts.get(topic)!;
-      for (const r of records) pending.push({ topic, key: r.key, value: r.value, headers: r.headers, partition: partitionOf(topic, r.key, count) });
+      for (const r of records) messages.push({ topic, key: r.key, value: r.value, headers: r.headers, partition: partitionOf(topic, r.key, count) });
     }
-    for (let attempt = 1; ; attempt++) {
+    await sendUntilAnswered(log, messages, async (pending) => {
       const { offsets = [] } = await p.send({ messages: pending });
       const answered = new Set(offsets.map((o) => `${o.topic}\u0000${o.partition}`));
-      const missing = pending.filter((m) => !answered.has(`${m.topic}\u0000${m.partition}`));
-      if (missing.length === 0) return;
-      resentRecords.inc(missing.length);
-      log.warn({ records: missing.length, attempt }, 'Kafka answered a send without some of its partitions: sending those records again');
-      if (attempt >= 5) throw new BusUnavailableError(`Kafka answered ${attempt} sends without ${missing.length} of their records' partitions`);
-      pending = missing;
-    }
+      const again = pending.filter((m) => !answered.has(`${m.topic}\u0000${m.partition}`));
+      return { again, records: again.length };
+    });
   };
 
-  const gate = createBrokerGate();
-  // One send carries every record published meanwhile, for every topic; flushes never overlap, so one send is
-  // in flight per producer (concurrent idempotent sends on one producer fail with OUT_OF_ORDER_SEQUENCE_NUMBER).
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
-    lingerMs: opts.lingerMs ?? 2,
-    // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
-    maxWeight: topicLimits.sendBudgetBytes,
-    weight: (item) => item.bytes,
-    async flush(items) {
-      const byTopic = new Map<string, OutgoingRecord[]>();
-      for (const { topic, records } of items) {
-        const list = byTopic.get(topic) ?? [];
-        for (const r of records) list.push(r);
-        byTopic.set(topic, list);
-      }
-      const probe = items.some((i) => i.probe);
-      gate.check(probe);
-      const end = sendSeconds.startTimer();
-      try {
-        await withTimeout(sendAll(byTopic), 'Kafka send');
-        end({ outcome: 'ok' });
-        gate.sent();
-      } catch (e) {
-        end({ outcome: 'error' });
-        gate.failed(brokerAway(e));
-        replaceProducer();
-        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
-      } finally {
-        gate.flushed(probe);
-      }
-    },
-  });
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, sendAll, brokerAway, replaceProducer });
 
   /** Each partition's first offset still held and log end, in partition order. */
   const partitionOffsets = async (topic: string) => {
@@ -240,10 +186,12 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     return Array.from({ length: count }, (_, partition) => ({ partition, low: at(low, partition), high: at(high, partition) }));
   };
 
-  /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
-  const describeTopics = async (names: string[]) => {
+  /** Every setting in effect per topic, with whether the topic itself sets it (or a broker default). */
+  const describeTopics = async (names: string[]): Promise<Map<string, TopicSetting[]>> => {
     const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
-    return new Map(res.map((r) => [r.resourceName, r.configs]));
+    return new Map(
+      res.map((r) => [r.resourceName, r.configs.map((e) => ({ name: e.name, value: e.value ?? null, own: e.configSource === ConfigSources.TOPIC_CONFIG }))]),
+    );
   };
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
@@ -336,37 +284,20 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       // A new partition's leader named in the metadata may not serve it yet: ready when every partition has a
       // leader and the new topics answer their offsets.
       const names = specs.map((s) => s.topic);
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const ready = await admin
+      await untilTopicsReady(names, () =>
+        admin
           .metadata({ topics: names, forceUpdate: true })
           .then((m) => names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0)))
           .then(async (led) => led && (await Promise.all(missing.map((s) => partitionOffsets(s.topic))), true))
-          .catch(() => false);
-        if (ready) return;
-        if (Date.now() > deadline) throw new BusUnavailableError(`Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
-        await sleep(100);
-      }
+          .catch(() => false),
+      );
     },
 
     async alignTopicConfigs(specs) {
-      const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
-      if (wanted.length === 0) return [];
-      const existing = new Set(await admin.listTopics());
-      const present = wanted.filter((s) => existing.has(s.topic));
+      const present = await specsToAlign(specs, () => admin.listTopics());
       if (present.length === 0) return [];
       const described = await describeTopics(present.map((s) => s.topic));
-      const changes: ConfigChange[] = [];
-      for (const spec of present) {
-        const entries = described.get(spec.topic) ?? [];
-        const own = new Map(entries.filter((e) => e.configSource === ConfigSources.TOPIC_CONFIG).map((e) => [e.name, e]));
-        for (const [name, to] of Object.entries(spec.config!)) {
-          const current = own.get(name);
-          if (current?.value === to) continue;
-          const effective = current ?? entries.find((e) => e.name === name);
-          changes.push({ topic: spec.topic, name, from: effective?.value ?? null, inherited: current === undefined, to });
-        }
-      }
+      const changes = present.flatMap((spec) => configChanges(spec, described.get(spec.topic) ?? []));
       if (changes.length === 0) return [];
       // IncrementalAlterConfigs sets only the settings named; the topic's others stay as they are.
       const byTopic = new Map<string, ConfigChange[]>();
@@ -378,18 +309,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
           configs: cs.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
         })),
       });
-      // The broker answers before it applies the change: resolve when the values read back, as the port says.
-      const deadline = Date.now() + 30_000;
-      for (;;) {
-        const now = await describeTopics([...byTopic.keys()]);
-        const pending = changes.filter(
-          (c) => !(now.get(c.topic) ?? []).some((e) => e.name === c.name && e.value === c.to && e.configSource === ConfigSources.TOPIC_CONFIG),
-        );
-        if (pending.length === 0) return changes;
-        if (Date.now() > deadline)
-          throw new BusUnavailableError(`Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`);
-        await sleep(100);
-      }
+      return untilApplied(changes, describeTopics);
     },
 
     async topicConfigs(topicNames) {
@@ -400,14 +320,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       );
     },
 
-    async publish(topic, records) {
-      if (records.length === 0) return;
-      // In order: a publish too large for one send is several, one after the other.
-      for (const send of splitForSend(records)) {
-        const probe = gate.admit();
-        await batcher.add({ topic, ...send, probe });
-      }
-    },
+    publish: publisher.publish,
 
     async consume(o: ConsumeOptions): Promise<Subscription> {
       const sub = await subscribe(o);
@@ -449,7 +362,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
     async ping() {
       try {
-        await withTimeout(admin.metadata({ topics: [], forceUpdate: true }), 'Kafka metadata');
+        await withTimeout(admin.metadata({ topics: [], forceUpdate: true }), 'Kafka metadata', publishTimeoutMs);
         return true;
       } catch {
         return false;
@@ -457,7 +370,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     },
 
     async close() {
-      await batcher.close();
+      await publisher.close();
       await Promise.all([...subscriptions].map((s) => s.stop().catch(() => {})));
       await forceClose(producer).catch(() => {});
       if (reader) await forceClose(reader).catch(() => {});

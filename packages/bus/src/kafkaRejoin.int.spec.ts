@@ -1,19 +1,11 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@shopstream/telemetry';
-import { startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
+import { processAlive, startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
 import { createKafkaBus, rejoinAsSameMember } from './kafka.js';
 import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
 import type { Bus, Subscription } from './port.js';
 
 const logger = createLogger('bus-rejoin', process.env.TEST_LOG_LEVEL ?? 'silent');
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
 const until = async (what: string, fn: () => boolean | Promise<boolean>, timeoutMs: number) => {
   const deadline = Date.now() + timeoutMs;
   while (!(await fn())) {
@@ -65,7 +57,7 @@ describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ name, 
     await until('the record before the outage consumed', () => seen.includes('before'), 30_000);
 
     process.kill(first.pid!, 'SIGKILL');
-    await until('the broker gone', () => !alive(first.pid!), 10_000);
+    await until('the broker gone', () => !processAlive(first.pid!), 10_000);
     // Long enough for the consumer to fail its retries and be restarted by kafkajs (without a member id).
     await new Promise((r) => setTimeout(r, 6_000));
     const second = await startLocalKafka({

@@ -62,7 +62,7 @@ export interface ProjectionDeclaration<T> extends Omit<ProjectionDefinition<T>, 
   /** The topic it reads: its records are decoded with the topic's schema. */
   topic: TopicDefinition<T>;
   /** The topics it emits to. */
-  emits: readonly TopicDefinition<any>[];
+  emits: readonly TopicDefinition<unknown>[];
 }
 
 export const defineProjection = <T>({ topic, emits, ...d }: ProjectionDeclaration<T>): ProjectionDefinition<T> => ({

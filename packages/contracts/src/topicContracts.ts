@@ -24,17 +24,20 @@ export const topicContracts: Record<string, z.ZodType> = {
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
 };
 
-type Json = Record<string, any>;
+/** A JSON Schema as zod writes one: a contract's, or a checked-in file's (packages/contracts/schemas). */
+export type JsonSchema = z.core.JSONSchema.JSONSchema;
+/** A subschema may also be `true` (anything) or `false` (nothing). */
+type Subschema = z.core.JSONSchema._JSONSchema;
 
 /**
  * The JSON Schema (2020-12) of a contract, as checked in under packages/contracts/schemas/<name>.json. The input
  * form: what a record may hold, extra fields allowed, so that adding a field within a version keeps old
  * consumers' validation passing.
  */
-export function contractJsonSchema(name: string, target: 'draft-2020-12' | 'draft-7' = 'draft-2020-12'): Json {
+export function contractJsonSchema(name: string, target: 'draft-2020-12' | 'draft-7' = 'draft-2020-12'): JsonSchema {
   const schema = topicContracts[name];
   if (!schema) throw new Error(`No topic contract named ${name}`);
-  const json = z.toJSONSchema(schema, { target, io: 'input', unrepresentable: 'any', reused: 'inline' }) as Json;
+  const json = z.toJSONSchema(schema, { target, io: 'input', unrepresentable: 'any', reused: 'inline' });
   return target === 'draft-2020-12' ? { $schema: json.$schema, $id: `https://shopstream.dev/schemas/${name}.json`, title: name, ...json } : json;
 }
 
@@ -43,28 +46,33 @@ export function contractJsonSchema(name: string, target: 'draft-2020-12' | 'draf
  * renamed), a required property made optional, a type, enum or const narrowed, a bound tightened, a format
  * added, extra properties forbidden. Additions (a new optional property, a wider type) pass.
  */
-export function compatibilityBreaks(before: Json, after: Json, at = '$'): string[] {
+export function compatibilityBreaks(before: JsonSchema, after: JsonSchema, at = '$'): string[] {
   const out: string[] = [];
-  const defs = (root: Json) => ({ ...(root.$defs ?? {}), ...(root.definitions ?? {}) }) as Record<string, Json>;
+  // draft-7's `definitions` is not in zod's JSON Schema type (2020-12's `$defs` is).
+  const defs = (root: JsonSchema) => ({ ...root.$defs, ...(root.definitions as Record<string, JsonSchema> | undefined) });
   const beforeDefs = defs(before);
   const afterDefs = defs(after);
-  const deref = (node: Json, d: Record<string, Json>): Json =>
-    typeof node?.$ref === 'string' && /^#\/(\$defs|definitions)\//.test(node.$ref) ? deref(d[node.$ref.split('/').pop()!] ?? {}, d) : node;
-  const types = (n: Json): Set<string> | null => {
+  // `true` and `false` as subschemas are taken as `{}`: they declare nothing to compare.
+  const deref = (s: Subschema | undefined, d: Record<string, JsonSchema>): JsonSchema => {
+    const node = s && typeof s === 'object' ? s : {};
+    return typeof node.$ref === 'string' && /^#\/(\$defs|definitions)\//.test(node.$ref) ? deref(d[node.$ref.split('/').pop()!], d) : node;
+  };
+  const types = (n: JsonSchema): Set<string> | null => {
     if (n.type === undefined) return null;
     const t = new Set<string>(Array.isArray(n.type) ? n.type : [n.type]);
     if (t.has('number')) t.add('integer');
     return t;
   };
-  const walk = (b0: Json, a0: Json, path: string) => {
-    const b = deref(b0 ?? {}, beforeDefs);
-    const a = deref(a0 ?? {}, afterDefs);
+  const walk = (b0: Subschema | undefined, a0: Subschema | undefined, path: string) => {
+    const b = deref(b0, beforeDefs);
+    const a = deref(a0, afterDefs);
     const bt = types(b);
     const at2 = types(a);
     if (bt && (!at2 || [...bt].some((t) => !at2.has(t)))) {
       if (at2) out.push(`${path}: type narrowed from ${[...bt].join('|')} to ${[...at2].join('|')}`);
     } else if (!bt && at2) out.push(`${path}: type narrowed to ${[...at2].join('|')}`);
-    if (Array.isArray(a.enum) && (!Array.isArray(b.enum) || b.enum.some((v: unknown) => !a.enum.includes(v)))) out.push(`${path}: enum narrowed`);
+    const afterEnum = a.enum;
+    if (Array.isArray(afterEnum) && (!Array.isArray(b.enum) || b.enum.some((v) => !afterEnum.includes(v)))) out.push(`${path}: enum narrowed`);
     if ('const' in a && (!('const' in b) || JSON.stringify(a.const) !== JSON.stringify(b.const))) out.push(`${path}: const changed`);
     if (a.format !== undefined && a.format !== b.format) out.push(`${path}: format ${a.format} added`);
     if (a.pattern !== undefined && a.pattern !== b.pattern) out.push(`${path}: pattern changed`);
@@ -79,8 +87,8 @@ export function compatibilityBreaks(before: Json, after: Json, at = '$'): string
       if (a[k] !== undefined && (b[k] === undefined || tighter(b[k], a[k]))) out.push(`${path}: ${k} tightened to ${a[k]}`);
     }
     if (a.additionalProperties === false && b.additionalProperties !== false) out.push(`${path}: extra properties now forbidden`);
-    const bp = (b.properties ?? {}) as Record<string, Json>;
-    const ap = (a.properties ?? {}) as Record<string, Json>;
+    const bp = b.properties ?? {};
+    const ap = a.properties ?? {};
     const breq = new Set<string>(b.required ?? []);
     const areq = new Set<string>(a.required ?? []);
     for (const k of Object.keys(bp)) {
@@ -90,10 +98,11 @@ export function compatibilityBreaks(before: Json, after: Json, at = '$'): string
         walk(bp[k], ap[k], `${path}.${k}`);
       }
     }
-    if (b.items && a.items) walk(b.items, a.items, `${path}[]`);
+    // A tuple's items (an array of schemas) are not compared.
+    if (b.items && a.items && !Array.isArray(b.items) && !Array.isArray(a.items)) walk(b.items, a.items, `${path}[]`);
     for (const key of ['anyOf', 'oneOf'] as const) {
-      const bs = (b[key] ?? []) as Json[];
-      const as = (a[key] ?? []) as Json[];
+      const bs = b[key] ?? [];
+      const as = a[key] ?? [];
       if (bs.length > 0 && as.length < bs.length) out.push(`${path}: ${key} lost alternatives`);
       bs.forEach((alt, i) => as[i] && walk(alt, as[i], `${path}.${key}[${i}]`));
     }

@@ -1,7 +1,7 @@
 import { contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, topicDefinitions } from '@shopstream/contracts';
 import type { TopicNames } from '@shopstream/bus';
 
-type Json = Record<string, any>;
+type Json = Record<string, unknown>;
 
 /** One topic: what its records are, who writes and who reads them. */
 interface Channel {

@@ -25,6 +25,7 @@ export { testInfra } from './testInfra.js';
 export { ensurePromtool } from './promtool.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
+export { processAlive } from './proc.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
 
 /**

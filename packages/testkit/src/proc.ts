@@ -115,6 +115,7 @@ export function tcpAnswers(host: string, port: number, timeoutMs = 500): Promise
   });
 }
 
+/** Whether a process with this pid exists (signal 0): one killed but not yet reaped (a zombie) still does. */
 export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);

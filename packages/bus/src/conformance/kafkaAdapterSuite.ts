@@ -1,19 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigResourceTypes, ConfigSource, Kafka, logLevel } from 'kafkajs';
-import { createLogger, type Logger } from '@shopstream/telemetry';
+import { createLogger } from '@shopstream/telemetry';
 import { testInfra, uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './busConformance.js';
 import { BusUnavailableError, type Bus } from '../port.js';
+import type { KafkaBusBaseOptions } from '../kafkaCommon.js';
 
-/** What both Kafka adapters' factories take (createKafkaBus, createPlatformaticKafkaBus). */
-export type KafkaBusFactory = (o: {
-  brokers: string[];
-  clientId: string;
-  replicationFactor: number;
-  logger: Logger;
-  publishTimeoutMs?: number;
-}) => Promise<Bus>;
+/** A Kafka adapter's factory (createKafkaBus, createPlatformaticKafkaBus). */
+export type KafkaBusFactory = (o: KafkaBusBaseOptions) => Promise<Bus>;
 
 /**
  * The Bus conformance suite and the Kafka adapters' own cases, against the shared broker, for one adapter:
