@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShopstreamClient, ShopstreamError, type EventInput } from '@shopstream/client';
-import { headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic } from '@shopstream/contracts';
 import { sql, type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
@@ -9,6 +9,7 @@ import { startQueryApi } from '@shopstream/query-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { conversationUpserted } from '@shopstream/testkit';
 
 /**
  * @shopstream/client against the real server: what it sends is counted through a fetch that wraps the real
@@ -119,30 +120,10 @@ describe('on Kafka and PostgreSQL', () => {
     const { c, shop, calls } = await client();
     const ids = Array.from({ length: 3 }, () => randomUUID());
     const at = (i: number) => new Date(Date.now() - (10 - i) * 60_000).toISOString();
-    const records: ConversationRecord[] = ids.map((id, i) => ({
-      type: 'conversation.upserted',
-      shop_id: shop.shopId,
-      conversation: {
-        id,
-        agent_id: null,
-        contact_id: null,
-        user_id: null,
-        created_at: at(i),
-        updated_at: at(i),
-        flags: [],
-        tags: [],
-        intent: {},
-        topic: {},
-        type: 'email',
-      },
-    }));
+    const records = ids.map((id, i) => conversationUpserted(shop.shopId, { id, created_at: at(i) }));
     await rt.bus.publish(
       rt.topics.conversations,
-      records.map((r) => ({
-        key: shop.shopId,
-        value: JSON.stringify(r),
-        headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shop.shopId },
-      })),
+      records.map((r) => conversationsTopic.record(r)),
     );
     const seen: string[] = [];
     await waitFor(async () => (await rt.db.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shop.shopId}`))[0].n === 3, {
