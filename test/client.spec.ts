@@ -1,14 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShopstreamClient, ShopstreamError, type EventInput } from '@shopstream/client';
-import { headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
-import { sql, type Db } from '@shopstream/db';
+import { conversationsTopic } from '@shopstream/contracts';
+import { sql } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { createTestShop, servicesOnOwnPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { conversationUpserted } from '@shopstream/testkit';
 
 /**
  * @shopstream/client against the real server: what it sends is counted through a fetch that wraps the real
@@ -119,30 +120,10 @@ describe('on Kafka and PostgreSQL', () => {
     const { c, shop, calls } = await client();
     const ids = Array.from({ length: 3 }, () => randomUUID());
     const at = (i: number) => new Date(Date.now() - (10 - i) * 60_000).toISOString();
-    const records: ConversationRecord[] = ids.map((id, i) => ({
-      type: 'conversation.upserted',
-      shop_id: shop.shopId,
-      conversation: {
-        id,
-        agent_id: null,
-        contact_id: null,
-        user_id: null,
-        created_at: at(i),
-        updated_at: at(i),
-        flags: [],
-        tags: [],
-        intent: {},
-        topic: {},
-        type: 'email',
-      },
-    }));
+    const records = ids.map((id, i) => conversationUpserted(shop.shopId, { id, created_at: at(i) }));
     await rt.bus.publish(
       rt.topics.conversations,
-      records.map((r) => ({
-        key: shop.shopId,
-        value: JSON.stringify(r),
-        headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shop.shopId },
-      })),
+      records.map((r) => conversationsTopic.record(r)),
     );
     const seen: string[] = [];
     await waitFor(async () => (await rt.db.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shop.shopId}`))[0].n === 3, {
@@ -158,31 +139,20 @@ describe('on Kafka and PostgreSQL', () => {
 });
 
 describe('through an outage of the log', () => {
-  const pg = ownTestPostgres('client-outage');
-  let owner: Db | undefined;
-  let rt: Runtime | undefined;
-  let server: TestServer | undefined;
-  afterAll(async () => {
-    await server?.stop().catch(() => {});
-    await rt?.close().catch(() => {});
-    await owner?.close().catch(() => {});
-    pg.remove();
-  });
+  const outage = servicesOnOwnPostgres('client-outage');
+  afterAll(() => outage.close());
 
   it('retries a 503 after its Retry-After until the event is taken', async () => {
     // The Postgres-log bus on a PostgreSQL of the test's own: stopping it makes ingest answer 503 with Retry-After.
-    owner = await pg.start();
-    rt = await startTestRuntime({ DATABASE_URL: pg.url, KAFKA_BROKERS: '' }, 'client-outage');
-    server = await startTestServer(rt, [await startIngestApi(rt)]);
+    const { rt, server } = await outage.start({ KAFKA_BROKERS: '' }, async (rt) => [await startIngestApi(rt)]);
     const shop = await createTestShop(rt);
     const counted = countingFetch();
     const c = new ShopstreamClient({ baseUrl: server.baseUrl, apiKey: shop.key, shopId: shop.shopId, fetch: counted.fetch, retries: 10 });
     expect((await c.recordEvent({ name: 'before', metric: { metric_name: 'm' } })).activity_id).toBeTruthy();
-    await owner.close();
-    owner = undefined;
+    await outage.stopPostgres();
     const during = c.recordEvent({ name: 'during', metric: { metric_name: 'm' }, remote_id: 'during-1', remote_platform: 'test' });
     await waitFor(() => counted.calls.some((x) => x.status === 503), { message: 'a 503 while the log is down', timeoutMs: 30_000 });
-    owner = await pg.start();
+    await outage.startPostgres();
     const accepted = await during;
     expect(accepted.activity_id).toBeTruthy();
     expect(counted.calls.map((x) => x.status)).toEqual([202, ...counted.calls.slice(1, -1).map(() => 503), 202]);

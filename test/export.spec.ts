@@ -5,6 +5,7 @@ import { sql, type SQLQuery } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { testConversation as conversation } from '@shopstream/testkit';
 // The export's routes with a clock seam; the query-api's index mounts the same function.
 import { exportRoutes, fetchExportPage } from '@shopstream/query-api';
 
@@ -19,22 +20,6 @@ let server: TestServer;
 const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(r, { clock: () => now }), stop: async () => {} });
 
 const out = (r: ConversationRecord) => conversationsTopic.record(r);
-
-function conversation(over: Partial<ConversationData> & { created_at: string }): ConversationData {
-  return {
-    id: randomUUID(),
-    agent_id: null,
-    contact_id: null,
-    user_id: null,
-    updated_at: over.created_at,
-    flags: [],
-    tags: [],
-    intent: {},
-    topic: {},
-    type: 'email',
-    ...over,
-  };
-}
 
 /** Publishes the conversations (and messages) and waits until the read model holds them all. */
 async function seed(

@@ -2,12 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv2020, type ValidateFunction } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
-import { headers as H, schemas, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, type ConversationData, type ConversationRecord } from '@shopstream/contracts';
 import { createKafkaBus } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { testConversation as conversation } from '@shopstream/testkit';
 
 /**
  * Black box: every service in one server, and every answer of every operation checked against the
@@ -170,22 +171,6 @@ function mountedRoutes(router: NonNullable<StartedService['router']>, prefix = '
     }
   }
   return out;
-}
-
-function conversation(over: Partial<ConversationData> & { created_at: string }): ConversationData {
-  return {
-    id: randomUUID(),
-    agent_id: null,
-    contact_id: null,
-    user_id: null,
-    updated_at: over.created_at,
-    flags: [],
-    tags: [],
-    intent: {},
-    topic: {},
-    type: 'email',
-    ...over,
-  };
 }
 
 const event = (over: Json = {}) => ({
@@ -649,11 +634,7 @@ describe('every operation, answers checked against the document', () => {
       ];
       await rt.bus.publish(
         rt.topics.conversations,
-        records.map((r) => ({
-          key: shopId,
-          value: JSON.stringify(r),
-          headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: shopId },
-        })),
+        records.map((r) => conversationsTopic.record(r)),
       );
       await waitFor(
         async () => {

@@ -1,9 +1,7 @@
 import { afterAll, expect, it } from 'vitest';
-import { type Db } from '@shopstream/db';
-import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startQueryApi } from '@shopstream/query-api';
-import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { createTestShop, servicesOnOwnPostgres, waitFor } from '@shopstream/harness';
 
 /**
  * PostgreSQL stopped under the services, then started again: requests that need it are answered 503
@@ -12,34 +10,23 @@ import { createTestShop, ownTestPostgres, startTestRuntime, startTestServer, wai
  * before, and everything answers again once it is back. A PostgreSQL of the test's own (the embedded mode's
  * engine in a temporary directory), so stopping it disturbs no one.
  */
-const pg = ownTestPostgres('pg-outage');
-let owner: Db | undefined;
-let rt: Runtime | undefined;
-let server: TestServer | undefined;
-afterAll(async () => {
-  await server?.stop().catch(() => {});
-  await rt?.close().catch(() => {});
-  await owner?.close().catch(() => {});
-  pg.remove();
-});
+const outage = servicesOnOwnPostgres('pg-outage');
+afterAll(() => outage.close());
 
 it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking contactless events from known keys, and recovers', async () => {
-  owner = await pg.start();
   // A key cache of 200 ms: the outage outlasts it, so the key must come from the cache kept through the outage.
-  rt = await startTestRuntime(
+  const { rt, server } = await outage.start(
     {
-      DATABASE_URL: pg.url,
       API_KEY_CACHE_TTL_MS: '200',
       // The per-key ingest limit on, at its defaults: it leases from Postgres and must fail open without it.
       INGEST_RATE_LIMIT_PER_SECOND: '350',
       INGEST_RATE_LIMIT_PER_MINUTE: '3500',
     },
-    'pg-outage',
+    async (rt) => [await startIngestApi(rt), await startQueryApi(rt)],
   );
-  server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
   const shop = await createTestShop(rt);
   const call = async (method: string, p: string, body?: unknown, headers = shop.headers) => {
-    const res = await fetch(`${server!.baseUrl}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(`${server.baseUrl}${p}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
     const text = await res.text();
     return { status: res.status, body: text ? (JSON.parse(text) as any) : null, headers: res.headers };
   };
@@ -49,8 +36,7 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   const before = await call('POST', '/v2026-04/events/', contactless);
   expect(before.status).toBe(202);
 
-  await owner.close(); // pg_ctl stop: the server is gone
-  owner = undefined;
+  await outage.stopPostgres(); // pg_ctl stop: the server is gone
   await new Promise((r) => setTimeout(r, 300)); // past the key cache's 200 ms
 
   const unavailable = (r: { status: number; body: any; headers: Headers }) => {
@@ -74,7 +60,7 @@ it('answers 503 with Retry-After while PostgreSQL is stopped, keeps taking conta
   expect(ready.status).toBe(503);
   expect(ready.body.checks).toMatchObject({ database: false, bus: true });
 
-  owner = await pg.start();
+  await outage.startPostgres();
   await waitFor(async () => (await call('POST', '/v2026-04/events/', withContact)).status === 202, {
     timeoutMs: 30_000,
     message: 'ingest with a contact after the database came back',

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
-import { headers as H, schemas, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, headers as H, type ConversationRecord } from '@shopstream/contracts';
 import { rebuildProjection, RebuildRefusedError, type ProjectionDefinition, type RebuildProgress } from '@shopstream/bus';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
@@ -10,6 +10,7 @@ import { flowMatcherProjection, startFlowMatcher } from '@shopstream/flow-matche
 import { conversationProjection, startConversationProjector } from '@shopstream/conversation-projector';
 import { startQueryApi } from '@shopstream/query-api';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { conversationWithMessage } from '@shopstream/testkit';
 
 /**
  * `pnpm cli projections rebuild` without downtime, on both buses: a rebuild reproduces every row of every
@@ -82,30 +83,9 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
   }
 
   const conversationRecords = (n: number): ConversationRecord[] =>
-    Array.from({ length: n }, (_, i) => {
-      const id = randomUUID();
-      const at = new Date(Date.UTC(2026, 0, 2, 0, i)).toISOString();
-      return [
-        {
-          type: 'conversation.upserted',
-          shop_id: shop.shopId,
-          conversation: {
-            id,
-            agent_id: null,
-            contact_id: null,
-            user_id: null,
-            created_at: at,
-            updated_at: at,
-            flags: [],
-            tags: ['t'],
-            intent: {},
-            topic: {},
-            type: 'web_chat',
-          },
-        },
-        { type: 'message.created', shop_id: shop.shopId, conversation_id: id, message: { id: randomUUID(), created_at: at, text: `hello ${i}` } },
-      ] as ConversationRecord[];
-    }).flat();
+    Array.from({ length: n }, (_, i) =>
+      conversationWithMessage(shop.shopId, { at: new Date(Date.UTC(2026, 0, 2, 0, i)).toISOString(), text: `hello ${i}`, tags: ['t'], type: 'web_chat' }),
+    ).flat();
 
   async function allProjected(): Promise<void> {
     await waitFor(async () => Number((await rt.db.query(sql`SELECT count(*)::int AS n FROM activities`))[0].n) === activityIds.size, {
@@ -160,11 +140,7 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
     conversationCount = 150;
     await rt.bus.publish(
       rt.topics.conversations,
-      conversations.map((r) => ({
-        key: r.shop_id,
-        value: JSON.stringify(r),
-        headers: { [H.contentType]: 'application/json', [H.schema]: schemas.conversationRecord, [H.shopId]: r.shop_id },
-      })),
+      conversations.map((r) => conversationsTopic.record(r)),
     );
     await allProjected();
     const pausedTriggers = await rt.db.query(sql`SELECT count(*)::int AS n FROM flow_triggers WHERE flow_id = ${pausedFlowId}`);

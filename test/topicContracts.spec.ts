@@ -1,5 +1,4 @@
 import { execFile } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -21,6 +20,7 @@ import type { BusRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
 import { createTestShop, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { conversationWithMessage } from '@shopstream/testkit';
 import { z } from 'zod';
 
 /**
@@ -127,30 +127,9 @@ describe('on a real broker', () => {
     ]);
     // Conversations as the CLI imports them.
     const file = path.join(dir, 'c.jsonl');
-    const cid = randomUUID();
-    const at = new Date().toISOString();
     writeFileSync(
       file,
-      [
-        {
-          type: 'conversation.upserted',
-          shop_id: shop.shopId,
-          conversation: {
-            id: cid,
-            agent_id: null,
-            contact_id: null,
-            user_id: null,
-            created_at: at,
-            updated_at: at,
-            flags: [],
-            tags: ['t'],
-            intent: {},
-            topic: {},
-            type: 'email',
-          },
-        },
-        { type: 'message.created', shop_id: shop.shopId, conversation_id: cid, message: { id: randomUUID(), created_at: at, text: 'hello' } },
-      ]
+      conversationWithMessage(shop.shopId, { at: new Date().toISOString(), text: 'hello', tags: ['t'] })
         .map((r) => JSON.stringify(r))
         .join('\n') + '\n',
     );

@@ -80,6 +80,42 @@ export function ownTestPostgres(name: string): { dataDir: string; start(): Promi
   };
 }
 
+/**
+ * Services on a PostgreSQL of the test's own (ownTestPostgres), for a test of an outage: `start` opens a Runtime on
+ * it (with `overrides`) and serves `services(rt)`; `stopPostgres` (a `pg_ctl stop`) takes the server away from under
+ * them and `startPostgres` brings it back; `close` stops whatever is running and removes the directory.
+ */
+export function servicesOnOwnPostgres(name: string) {
+  const pg = ownTestPostgres(name);
+  let owner: Db | undefined;
+  let rt: Runtime | undefined;
+  let server: TestServer | undefined;
+  return {
+    async start(
+      overrides: Record<string, string | undefined>,
+      services: (rt: Runtime) => Promise<StartedService[]>,
+    ): Promise<{ rt: Runtime; server: TestServer }> {
+      owner = await pg.start();
+      rt = await startTestRuntime({ DATABASE_URL: pg.url, ...overrides }, name);
+      server = await startTestServer(rt, await services(rt));
+      return { rt, server };
+    },
+    async stopPostgres(): Promise<void> {
+      await owner?.close();
+      owner = undefined;
+    },
+    async startPostgres(): Promise<void> {
+      owner = await pg.start();
+    },
+    async close(): Promise<void> {
+      await server?.stop().catch(() => {});
+      await rt?.close().catch(() => {});
+      await owner?.close().catch(() => {});
+      pg.remove();
+    },
+  };
+}
+
 /** Waits until a child process has exited: its exit code and the signal that ended it. */
 export function exitOf(child: ChildProcess, opts: { timeoutMs: number; message?: string }): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   return waitFor(() => (child.exitCode !== null || child.signalCode !== null ? { code: child.exitCode, signal: child.signalCode } : undefined), {

@@ -1,5 +1,5 @@
-import { randomUUID } from 'node:crypto';
-import { conversationsTopic, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic } from '@shopstream/contracts';
+import { conversationUpserted } from './conversations.js';
 
 /**
  * Cross-shop: every operation of the served OpenAPI document tried with a key of another shop, and with ids and
@@ -111,25 +111,9 @@ export async function seedShop(
     if (r.body.contact?.id) ids.add(r.body.contact.id);
   }
   const at = (i: number) => new Date(Date.now() - (5 - i) * 60_000).toISOString();
-  const records: ConversationRecord[] = [0, 1].map((i) => ({
-    type: 'conversation.upserted',
-    shop_id: a.shopId,
-    conversation: {
-      id: randomUUID(),
-      agent_id: null,
-      contact_id: null,
-      user_id: null,
-      created_at: at(i),
-      updated_at: at(i),
-      flags: [],
-      tags: [],
-      intent: {},
-      topic: {},
-      type: 'email',
-    },
-  }));
-  for (const r of records) ids.add((r as { conversation: { id: string } }).conversation.id);
-  A.conversation = (records[0] as { conversation: { id: string } }).conversation.id;
+  const records = [0, 1].map((i) => conversationUpserted(a.shopId, { created_at: at(i) }));
+  for (const r of records) ids.add(r.conversation.id);
+  A.conversation = records[0].conversation.id;
   await opts.publish(records.map((r) => conversationsTopic.record(r)));
   await poll(async () => (await call(a, 'GET', `/flows/${A.flow}/triggers/`)).body?.results?.length === 2, "A's triggers projected");
   await poll(async () => (await call(a, 'GET', '/activities/?scope=workspace')).body?.results?.length === 2, "A's workspace activities projected");

@@ -27,6 +27,8 @@ export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
+// Conversation fixtures: records of the `conversations` topic for tests and seeding.
+export { conversationUpserted, conversationWithMessage, messageCreated, testConversation } from './conversations.js';
 
 /**
  * A topic-name prefix like `t1a2b3c4d.` that no other spec file gets, so parallel files on the same broker

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { cliEnv, json, readTopic, runCli, startTestRuntime } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
+import { conversationWithMessage } from '@shopstream/testkit';
 
 /**
  * The one shape of `pnpm cli`: node:util parseArgs everywhere (`--count=3` as well as `--count 3`), unknown
@@ -84,29 +85,8 @@ describe('pnpm cli: one shape', () => {
 
   it('conversations import shows progress on stderr with --progress, none without, and the same stdout', async () => {
     const shop = randomUUID();
-    const cid = randomUUID();
-    const at = new Date().toISOString();
     const file = path.join(dir, 'c.jsonl');
-    const lines = [
-      {
-        type: 'conversation.upserted',
-        shop_id: shop,
-        conversation: {
-          id: cid,
-          agent_id: null,
-          contact_id: null,
-          user_id: null,
-          created_at: at,
-          updated_at: at,
-          flags: [],
-          tags: [],
-          intent: {},
-          topic: {},
-          type: 'email',
-        },
-      },
-      { type: 'message.created', shop_id: shop, conversation_id: cid, message: { id: randomUUID(), created_at: at, text: 'hello' } },
-    ];
+    const lines = conversationWithMessage(shop, { at: new Date().toISOString(), text: 'hello' });
     writeFileSync(file, lines.map((l) => JSON.stringify(l)).join('\n') + '\n');
     const summary = 'Published 2 record(s) to the conversations topic; 0 bad line(s) skipped.\n';
 

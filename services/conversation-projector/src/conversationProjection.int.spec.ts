@@ -1,37 +1,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
-import type { ConversationRecord, ConversationUpserted, MessageCreated } from '@shopstream/contracts';
+import type { ConversationData, ConversationRecord } from '@shopstream/contracts';
 import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/harness/projectionSpec';
+import { conversationUpserted, messageCreated } from '@shopstream/testkit';
 import { conversationProjection } from './conversationProjection.js';
 
 const shop = '0190a2c4-0000-7000-8000-00000000000b';
 const convo = '0190a2c4-0000-7000-8000-0000000000a1';
 const msg = (n: number) => `0190a2c4-0000-7000-8000-0000000000e${n}`;
 
-const upserted = (updatedAt: string, over: Partial<ConversationUpserted['conversation']> = {}): ConversationUpserted => ({
-  type: 'conversation.upserted',
-  shop_id: shop,
-  conversation: {
-    id: convo,
-    agent_id: null,
-    contact_id: null,
-    user_id: null,
-    created_at: '2026-01-01T09:00:00.000Z',
-    updated_at: updatedAt,
-    flags: [],
-    tags: [],
-    intent: {},
-    topic: {},
-    type: 'email',
-    ...over,
-  },
-});
-const message = (n: number, createdAt: string, text: string): MessageCreated => ({
-  type: 'message.created',
-  shop_id: shop,
-  conversation_id: convo,
-  message: { id: msg(n), created_at: createdAt, text },
-});
+/** A version of the one conversation, created at 09:00 and updated at `updatedAt`. */
+const upserted = (updatedAt: string, over: Partial<ConversationData> = {}) =>
+  conversationUpserted(shop, { id: convo, created_at: '2026-01-01T09:00:00.000Z', updated_at: updatedAt, ...over });
+const message = (n: number, createdAt: string, text: string) => messageCreated(shop, convo, { id: msg(n), created_at: createdAt, text });
 
 let spec: ProjectionSpec<ConversationRecord>;
 beforeAll(async () => {
