@@ -27,6 +27,12 @@ ${scenarios.map((s) => `  ${s.name.padEnd(16)} ${s.description}`).join('\n')}
   --seed <n>    the seed of the random moments and inputs (default: from the clock, printed)
   --readme      write the results of faults/results/*.json into faults/README.md (no scenario runs)`;
 
+/** `Context.sized`: each size's value for --quick, or its full one. */
+function sizedFor(opts: Options): Context['sized'] {
+  return <K extends string>(sizes: Record<K, readonly [quick: number, full: number]>) =>
+    Object.fromEntries(Object.entries<readonly [number, number]>(sizes).map(([name, [quick, full]]) => [name, opts.quick ? quick : full])) as Record<K, number>;
+}
+
 /** mulberry32: small, seedable, good enough to pick moments and inputs reproducibly. */
 function seeded(seed: number): () => number {
   let a = seed >>> 0;
@@ -102,6 +108,7 @@ async function main(argv: string[]): Promise<number> {
       log: (msg) => console.error(`[${s.name} +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`),
       random: seeded(seed),
       defer: (fn) => void cleanups.push(fn),
+      sized: sizedFor(opts),
     };
     try {
       const figures = await s.run(ctx);
