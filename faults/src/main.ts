@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 
 // kafkajs 2 warns once per producer about its default partitioner; the services key by shop the same way.
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+import { exitWith, failureText } from '@shopstream/testkit/measurementRun';
 import { machine, tableOf, writeResult } from './report.js';
 import { scenarios } from './scenarios/index.js';
 import { fromSource } from './services.js';
@@ -118,7 +119,7 @@ async function main(argv: string[]): Promise<number> {
       if (figures.rows.some((r) => r.goal && !r.goal.met)) failed++;
     } catch (e) {
       failed++;
-      console.error(`${s.name} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      console.error(`${s.name} failed: ${failureText(e)}`);
     } finally {
       for (const fn of cleanups.reverse()) {
         try {
@@ -132,10 +133,4 @@ async function main(argv: string[]): Promise<number> {
   return failed > 0 ? 1 : 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (e) => {
-    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    process.exit(1);
-  },
-);
+exitWith(main);
