@@ -41,7 +41,12 @@ export async function killPartition0LeaderMidStream(cluster: KafkaClusterHandle,
 }
 
 /** Every value the topic's log holds, up to the high-water marks it has now (read for at most 30 s), and those marks. */
-export async function valuesInLog(kafka: Kafka, admin: Admin, topic: string, groupId: string): Promise<{ seen: Set<string>; highs: { partition: number; high: string }[] }> {
+export async function valuesInLog(
+  kafka: Kafka,
+  admin: Admin,
+  topic: string,
+  groupId: string,
+): Promise<{ seen: Set<string>; highs: { partition: number; high: string }[] }> {
   const highs = await admin.fetchTopicOffsets(topic);
   const total = highs.reduce((a, h) => a + Number(h.high), 0);
   const seen = new Set<string>();

@@ -95,6 +95,4 @@ const sendingMs = Date.now() - t0;
 await Promise.allSettled([...running]);
 await pool.close();
 for (let s = 0; s < acceptedBySecond.length; s++) acceptedBySecond[s] ??= 0;
-process.stdout.write(
-  `${JSON.stringify({ ...counts, statuses, statusesByPhase, acceptedByPhase, acceptedBySecond, sendingMs, spanMs: lastAt - firstAt })}\n`,
-);
+process.stdout.write(`${JSON.stringify({ ...counts, statuses, statusesByPhase, acceptedByPhase, acceptedBySecond, sendingMs, spanMs: lastAt - firstAt })}\n`);

@@ -17,7 +17,12 @@ export const postgresOutage: Scenario = {
   name: 'postgres-outage',
   description: 'PostgreSQL stopped 15 s under load: 503 + Retry-After (never 500, never hanging), readyz red, nothing accepted lost',
   async run(ctx: Context): Promise<Figures> {
-    const { rate, outageMs, beforeMs, afterMs } = ctx.sized({ rate: [100, 200], outageMs: [8_000, 15_000], beforeMs: [4_000, 8_000], afterMs: [8_000, 15_000] });
+    const { rate, outageMs, beforeMs, afterMs } = ctx.sized({
+      rate: [100, 200],
+      outageMs: [8_000, 15_000],
+      beforeMs: [4_000, 8_000],
+      afterMs: [8_000, 15_000],
+    });
 
     const pg = await ownPostgres(ctx);
     const pgVersion = pg.version;
