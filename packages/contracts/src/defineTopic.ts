@@ -38,7 +38,7 @@ interface ShopScoped {
   shop_id: string;
 }
 
-export interface TopicDeclaration<T extends ShopScoped> {
+export interface TopicDeclaration<T> {
   /** The topic's name without the deployment's TOPIC_PREFIX. */
   name: string;
   /**
@@ -57,7 +57,7 @@ export interface TopicDeclaration<T extends ShopScoped> {
   doc: Omit<TopicDoc, 'messageId'>;
 }
 
-export interface TopicDefinition<T extends ShopScoped> extends Omit<TopicDeclaration<T>, 'message' | 'doc'> {
+export interface TopicDefinition<T> extends Omit<TopicDeclaration<T>, 'message' | 'doc'> {
   /** The contract's name, carried in the `schema` header (`event-recorded.v1`). */
   schemaId: string;
   doc: TopicDoc;
