@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { REPO_ROOT } from './infra.js';
+import { failureText } from '@shopstream/testkit/measurementRun';
 
 export interface Child {
   name: string;
@@ -115,7 +116,7 @@ function tail(file: string, lines = 40): string {
 
 /** For a child entry: report a failure to the parent and exit. */
 export function failChild(e: unknown): never {
-  const message = e instanceof Error ? (e.stack ?? e.message) : String(e);
+  const message = failureText(e);
   console.error(message);
   process.send?.({ type: 'error', message }, () => process.exit(1));
   setTimeout(() => process.exit(1), 1_000);

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connectPostgres, sql, type Db } from '@shopstream/db';
 import { ensureKafka, ensurePostgres, type KafkaHandle, type PostgresHandle } from '@shopstream/testkit';
+import { hostFigures, type HostFigures } from '@shopstream/testkit/measurementRun';
 
 export const REPO_ROOT = path.resolve(fileURLToPath(new URL('.', import.meta.url)), '../..');
 
@@ -94,11 +95,7 @@ export async function dropDatabase(adminUrl: string, name: string): Promise<void
   await withDb(adminUrl, (db) => db.query(sql`DROP DATABASE IF EXISTS ${sql.ident(name)} WITH (FORCE)`));
 }
 
-export interface Machine {
-  cores: number;
-  cpuModel: string;
-  memoryGiB: number;
-  node: string;
+export interface Machine extends HostFigures {
   os: string;
   kafka: string;
   postgres: string;
@@ -106,12 +103,8 @@ export interface Machine {
 }
 
 export function machine(infra: Infra): Machine {
-  const cpus = os.cpus();
   return {
-    cores: cpus.length,
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    memoryGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
-    node: process.version,
+    ...hostFigures(),
     os: `${os.type()} ${os.release()}`,
     kafka: infra.kafkaVersion,
     postgres: infra.postgresVersion,

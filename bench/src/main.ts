@@ -13,6 +13,7 @@ process.env.INGEST_RATE_LIMIT_PER_MINUTE ??= '0';
 import { parseArgs } from 'node:util';
 import { Bench, type Options } from './context.js';
 import { cpuMeter } from '@shopstream/testkit/cpu';
+import { exitWith, failureText } from '@shopstream/testkit/measurementRun';
 import { databaseExists, machine, openInfra } from './infra.js';
 import { tableOf, writeResult, type ScenarioResult } from './report.js';
 import { ingestBulk } from './scenarios/ingestBulk.js';
@@ -125,7 +126,7 @@ async function main(argv: string[]): Promise<number> {
         console.log(`  -> ${writeResult(r, { machine: m, options: opts, startedAt, load })}`);
       } catch (e) {
         failed++;
-        console.error(`${name} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+        console.error(`${name} failed: ${failureText(e)}`);
       } finally {
         await b.close();
       }
@@ -136,10 +137,4 @@ async function main(argv: string[]): Promise<number> {
   return failed > 0 ? 1 : 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (e) => {
-    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    process.exit(1);
-  },
-);
+exitWith(main);

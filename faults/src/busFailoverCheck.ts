@@ -11,9 +11,10 @@ import { createKafkaBus } from '@shopstream/bus';
 import { createLogger, registry } from '@shopstream/telemetry';
 import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { Kafka, logLevel } from 'kafkajs';
+import { createReplicatedTopic, FAILOVER_SETTINGS, killPartition0LeaderMidStream, valuesInLog } from './leaderKillRounds.js';
 
 const rounds = Number(process.argv[2] ?? 3);
-const c = await startLocalKafkaCluster({ nodes: 3, settings: { 'broker.heartbeat.interval.ms': '500', 'broker.session.timeout.ms': '3000' } });
+const c = await startLocalKafkaCluster({ nodes: 3, settings: FAILOVER_SETTINGS });
 let totalLost = 0;
 try {
   const kafka = new Kafka({ clientId: 'check', brokers: c.brokers, logLevel: logLevel.NOTHING, connectionTimeout: 3_000, requestTimeout: 5_000 });
@@ -21,12 +22,7 @@ try {
   await admin.connect();
   for (let round = 1; round <= rounds; round++) {
     const topic = `r${round}`;
-    await admin.createTopics({
-      topics: [{ topic, numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
-      waitForLeaders: true,
-    });
-    await new Promise((r) => setTimeout(r, 2000));
-    const md = await admin.fetchTopicMetadata({ topics: [topic] });
+    const leaders = await createReplicatedTopic(admin, topic);
     const bus = await createKafkaBus({
       brokers: c.brokers,
       clientId: `check-${round}`,
@@ -50,32 +46,11 @@ try {
       }
     };
     const loops = Array.from({ length: 24 }, publisher);
-    await new Promise((r) => setTimeout(r, 3000));
-    const victim = md.topics[0].partitions.find((p) => p.partitionId === 0)!.leader;
-    await c.kill(victim);
-    await new Promise((r) => setTimeout(r, 12000));
+    const victim = await killPartition0LeaderMidStream(c, leaders);
     stop = true;
     await Promise.all(loops);
     await bus.close();
-    const highs = await admin.fetchTopicOffsets(topic);
-    const total = highs.reduce((a, h) => a + Number(h.high), 0);
-    const seen = new Set<string>();
-    const consumer = kafka.consumer({ groupId: `check-read-${round}` });
-    await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, 30000);
-      void consumer.run({
-        eachMessage: async ({ message }) => {
-          seen.add(String(message.value));
-          if (seen.size >= total) {
-            clearTimeout(t);
-            resolve();
-          }
-        },
-      });
-    });
-    await consumer.disconnect();
+    const { seen } = await valuesInLog(kafka, admin, topic, `check-read-${round}`);
     const lost = [...acked].filter((v) => !seen.has(v));
     totalLost += lost.length;
     const resent = (await registry.getSingleMetric('shopstream_kafka_records_resent_total')?.get())?.values[0]?.value ?? 0;

@@ -10,7 +10,9 @@
  */
 import { startLocalKafkaCluster } from '@shopstream/testkit';
 import { Kafka, logLevel } from 'kafkajs';
-const c = await startLocalKafkaCluster({ nodes: 3, settings: { 'broker.heartbeat.interval.ms': '500', 'broker.session.timeout.ms': '3000' } });
+import { createReplicatedTopic, FAILOVER_SETTINGS, killPartition0LeaderMidStream, leadersOf, valuesInLog } from './leaderKillRounds.js';
+
+const c = await startLocalKafkaCluster({ nodes: 3, settings: FAILOVER_SETTINGS });
 try {
   const kafka = new Kafka({
     clientId: 'repro',
@@ -22,15 +24,10 @@ try {
   });
   const admin = kafka.admin();
   await admin.connect();
-  await admin.createTopics({
-    topics: [{ topic: 'r', numPartitions: 3, replicationFactor: 3, configEntries: [{ name: 'min.insync.replicas', value: '2' }] }],
-    waitForLeaders: true,
-  });
-  await new Promise((r) => setTimeout(r, 2000));
-  const md = await admin.fetchTopicMetadata({ topics: ['r'] });
+  const leaders = await createReplicatedTopic(admin, 'r');
   console.log(
     'leaders',
-    md.topics[0].partitions.map((p) => [p.partitionId, p.leader]),
+    leaders.map((p) => [p.partitionId, p.leader]),
   );
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 } });
   await producer.connect();
@@ -49,36 +46,15 @@ try {
       }
     }
   })();
-  await new Promise((r) => setTimeout(r, 3000));
-  const victim = md.topics[0].partitions.find((p) => p.partitionId === 0)!.leader;
-  await c.kill(victim);
-  console.log('killed', victim);
-  await new Promise((r) => setTimeout(r, 12000));
+  const victim = await killPartition0LeaderMidStream(c, leaders);
   stop = true;
   await loop;
-  const md2 = await admin.fetchTopicMetadata({ topics: ['r'] });
+  console.log('killed', victim);
   console.log(
     'leaders after',
-    md2.topics[0].partitions.map((p) => [p.partitionId, p.leader]),
+    (await leadersOf(admin, 'r')).map((p) => [p.partitionId, p.leader]),
   );
-  const highs = await admin.fetchTopicOffsets('r');
-  const seen = new Set<string>();
-  const consumer = kafka.consumer({ groupId: 'repro-read' });
-  await consumer.connect();
-  await consumer.subscribe({ topic: 'r', fromBeginning: true });
-  const total = highs.reduce((a, h) => a + Number(h.high), 0);
-  await new Promise<void>((resolve) => {
-    const t = setTimeout(resolve, 30000);
-    void consumer.run({
-      eachMessage: async ({ message }) => {
-        seen.add(String(message.value));
-        if (seen.size >= total) {
-          clearTimeout(t);
-          resolve();
-        }
-      },
-    });
-  });
+  const { seen, highs } = await valuesInLog(kafka, admin, 'r', 'repro-read');
   const lost = [...acked].filter((v) => !seen.has(v));
   console.log(
     JSON.stringify({
@@ -91,7 +67,6 @@ try {
       highs: highs.map((h) => [h.partition, h.high]),
     }),
   );
-  await consumer.disconnect();
   await producer.disconnect();
   await admin.disconnect();
 } finally {

@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 
 // kafkajs 2 warns once per producer about its default partitioner; the services key by shop the same way.
 process.env.KAFKAJS_NO_PARTITIONER_WARNING = '1';
+import { exitWith, failureText } from '@shopstream/testkit/measurementRun';
 import { machine, tableOf, writeResult } from './report.js';
 import { scenarios } from './scenarios/index.js';
 import { fromSource } from './services.js';
@@ -26,6 +27,12 @@ ${scenarios.map((s) => `  ${s.name.padEnd(16)} ${s.description}`).join('\n')}
   --quick       a short run of each (also FAULTS_QUICK=1)
   --seed <n>    the seed of the random moments and inputs (default: from the clock, printed)
   --readme      write the results of faults/results/*.json into faults/README.md (no scenario runs)`;
+
+/** `Context.sized`: each size's value for --quick, or its full one. */
+function sizedFor(opts: Options): Context['sized'] {
+  return <K extends string>(sizes: Record<K, readonly [quick: number, full: number]>) =>
+    Object.fromEntries(Object.entries<readonly [number, number]>(sizes).map(([name, [quick, full]]) => [name, opts.quick ? quick : full])) as Record<K, number>;
+}
 
 /** mulberry32: small, seedable, good enough to pick moments and inputs reproducibly. */
 function seeded(seed: number): () => number {
@@ -102,6 +109,7 @@ async function main(argv: string[]): Promise<number> {
       log: (msg) => console.error(`[${s.name} +${((Date.now() - t0) / 1000).toFixed(1)}s] ${msg}`),
       random: seeded(seed),
       defer: (fn) => void cleanups.push(fn),
+      sized: sizedFor(opts),
     };
     try {
       const figures = await s.run(ctx);
@@ -111,7 +119,7 @@ async function main(argv: string[]): Promise<number> {
       if (figures.rows.some((r) => r.goal && !r.goal.met)) failed++;
     } catch (e) {
       failed++;
-      console.error(`${s.name} failed: ${e instanceof Error ? (e.stack ?? e.message) : String(e)}`);
+      console.error(`${s.name} failed: ${failureText(e)}`);
     } finally {
       for (const fn of cleanups.reverse()) {
         try {
@@ -125,10 +133,4 @@ async function main(argv: string[]): Promise<number> {
   return failed > 0 ? 1 : 0;
 }
 
-main(process.argv.slice(2)).then(
-  (code) => process.exit(code),
-  (e) => {
-    console.error(e instanceof Error ? (e.stack ?? e.message) : String(e));
-    process.exit(1);
-  },
-);
+exitWith(main);

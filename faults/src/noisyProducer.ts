@@ -22,12 +22,9 @@ const statusesByPhase: Record<string, number>[] = schedule.map(() => ({}));
 const acceptedByPhase: number[] = schedule.map(() => 0);
 let phase = 0;
 const acceptedBySecond: number[] = [];
-let sent = 0;
-let skipped = 0;
+/** The counts the last line reports: requests sent, not sent (NOISY_INFLIGHT in flight), and answers off the contract. */
+const counts = { sent: 0, skipped: 0, withoutRetryAfter: 0, withoutRateLimitHeaders: 0, outsideEnvelope: 0 };
 let inflight = 0;
-let withoutRetryAfter = 0;
-let withoutRateLimitHeaders = 0;
-let outsideEnvelope = 0;
 let firstAt = 0;
 let lastAt = 0;
 
@@ -52,10 +49,10 @@ async function one(i: number, t0: number): Promise<void> {
       acceptedBySecond[s] = (acceptedBySecond[s] ?? 0) + 1;
     } else {
       const parsed = jsonOrUndefined(text);
-      if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
-      if (res.statusCode === 429 && !res.headers['retry-after']) withoutRetryAfter++;
+      if (!parsed?.error?.code || !parsed.error.request_id) counts.outsideEnvelope++;
+      if (res.statusCode === 429 && !res.headers['retry-after']) counts.withoutRetryAfter++;
     }
-    if ((res.statusCode === 202 || res.statusCode === 429) && !res.headers['ratelimit-policy']) withoutRateLimitHeaders++;
+    if ((res.statusCode === 202 || res.statusCode === 429) && !res.headers['ratelimit-policy']) counts.withoutRateLimitHeaders++;
   } catch {
     status = 'error';
   } finally {
@@ -80,10 +77,10 @@ for (phase = 0; phase < schedule.length; phase++) {
     while (due < target) {
       due++;
       if (inflight >= maxInflight) {
-        skipped++;
+        counts.skipped++;
         continue;
       }
-      const p = one(sent++, t0);
+      const p = one(counts.sent++, t0);
       running.add(p);
       void p.finally(() => running.delete(p));
     }
@@ -98,6 +95,4 @@ const sendingMs = Date.now() - t0;
 await Promise.allSettled([...running]);
 await pool.close();
 for (let s = 0; s < acceptedBySecond.length; s++) acceptedBySecond[s] ??= 0;
-process.stdout.write(
-  `${JSON.stringify({ sent, skipped, statuses, statusesByPhase, acceptedByPhase, acceptedBySecond, withoutRetryAfter, withoutRateLimitHeaders, outsideEnvelope, sendingMs, spanMs: lastAt - firstAt })}\n`,
-);
+process.stdout.write(`${JSON.stringify({ ...counts, statuses, statusesByPhase, acceptedByPhase, acceptedBySecond, sendingMs, spanMs: lastAt - firstAt })}\n`);

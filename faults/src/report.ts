@@ -1,23 +1,16 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { hostFigures, type HostFigures } from '@shopstream/testkit/measurementRun';
 import type { Figures, Options } from './types.js';
 
-export interface Machine {
-  cores: number;
-  cpuModel: string;
-  memoryGiB: number;
-  node: string;
+export interface Machine extends HostFigures {
   platform: string;
 }
 
 export function machine(): Machine {
-  const cpus = os.cpus();
   return {
-    cores: cpus.length,
-    cpuModel: cpus[0]?.model ?? 'unknown',
-    memoryGiB: Number((os.totalmem() / 2 ** 30).toFixed(1)),
-    node: process.version,
+    ...hostFigures(),
     platform: `${os.platform()} ${os.release()}`,
   };
 }

@@ -46,6 +46,11 @@ export interface Context {
    * run last-registered first, after `run` returns or throws.
    */
   defer(cleanup: () => Promise<void> | void): void;
+  /**
+   * The run's sizes, each given as [with --quick, otherwise], side by side:
+   * `const { rate, outageMs } = ctx.sized({ rate: [100, 200], outageMs: [8_000, 15_000] })`.
+   */
+  sized<K extends string>(sizes: Record<K, readonly [quick: number, full: number]>): Record<K, number>;
 }
 
 export interface Scenario {

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { headers as H } from './topics.js';
+import { headers as H, schemas } from './topics.js';
 
 /**
  * The size limits of every topic Shopstream owns, in one place.
@@ -33,13 +33,19 @@ export interface TopicDoc {
   consumer: string;
 }
 
+/** A value on a topic: every record Shopstream owns is keyed by its shop. */
+interface ShopScoped {
+  shop_id: string;
+}
+
 export interface TopicDeclaration<T> {
   /** The topic's name without the deployment's TOPIC_PREFIX. */
   name: string;
-  /** The record key: the shop id, so one shop's records stay in one partition, in order. */
-  key(value: T): string;
-  /** The contract's name, carried in the `schema` header (`event-recorded.v1`). */
-  schemaId: string;
+  /**
+   * The contract's key in `schemas`: its value is carried in the `schema` header (`event-recorded.v1`), and the
+   * key names the message in the AsyncAPI document (`eventRecorded`).
+   */
+  message: keyof typeof schemas;
   schema: z.ZodType<T>;
   /** Headers beyond the envelope's (content-type, schema, shop_id), to route or filter without parsing. */
   headers?: { [name: string]: { describe: string; of(value: T): string } };
@@ -48,10 +54,13 @@ export interface TopicDeclaration<T> {
    * from it: kept forever) or `derived` (a projector produces it again: kept DERIVED_TOPIC_RETENTION_MS).
    */
   role: 'source' | 'derived';
-  doc: TopicDoc;
+  doc: Omit<TopicDoc, 'messageId'>;
 }
 
-export interface TopicDefinition<T> extends TopicDeclaration<T> {
+export interface TopicDefinition<T> extends Omit<TopicDeclaration<T>, 'message' | 'doc'> {
+  /** The contract's name, carried in the `schema` header (`event-recorded.v1`). */
+  schemaId: string;
+  doc: TopicDoc;
   /** The envelope's headers of a value: content-type, schema, shop_id and the topic's own. */
   recordHeaders(value: T): Record<string, string>;
   /** The value as a record of this topic. `encoded` is its JSON when the caller has it already (a CLI import line). */
@@ -59,20 +68,23 @@ export interface TopicDefinition<T> extends TopicDeclaration<T> {
 }
 
 /**
- * A topic declared once: its name, key, contract and headers. Publishers build records with `record`,
- * consumers decode with `schema`, and the AsyncAPI document and the JSON Schema files come from the same
- * declaration; the size limits are `topicLimits`.
+ * A topic declared once: its name, contract and headers. Publishers build records with `record`, keyed by the
+ * value's shop_id so one shop's records stay in one partition, in order; consumers decode with `schema`, and the
+ * AsyncAPI document and the JSON Schema files come from the same declaration; the size limits are `topicLimits`.
  */
-export function defineTopic<T>(d: TopicDeclaration<T>): TopicDefinition<T> {
+export function defineTopic<T extends ShopScoped>({ message, doc, ...d }: TopicDeclaration<T>): TopicDefinition<T> {
+  const schemaId = schemas[message];
   const extra = Object.entries(d.headers ?? {});
   const recordHeaders = (value: T): Record<string, string> => {
-    const h: Record<string, string> = { [H.contentType]: 'application/json', [H.schema]: d.schemaId, [H.shopId]: d.key(value) };
+    const h: Record<string, string> = { [H.contentType]: 'application/json', [H.schema]: schemaId, [H.shopId]: value.shop_id };
     for (const [name, header] of extra) h[name] = header.of(value);
     return h;
   };
   return {
     ...d,
+    schemaId,
+    doc: { messageId: message, ...doc },
     recordHeaders,
-    record: (value, encoded) => ({ key: d.key(value), value: encoded ?? JSON.stringify(value), headers: recordHeaders(value) }),
+    record: (value, encoded) => ({ key: value.shop_id, value: encoded ?? JSON.stringify(value), headers: recordHeaders(value) }),
   };
 }

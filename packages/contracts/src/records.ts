@@ -24,6 +24,15 @@ const metricFields = {
   deduping_key: z.string().nullable(),
 };
 
+/**
+ * The identity of a record a projector derives: `id`, the same whenever the projector produces the record
+ * again (a consumer deduplicates the rare repeat after a crash by it), and the shop it belongs to.
+ */
+const derivedRecordIdentity = {
+  id: z.uuid(),
+  shop_id: z.uuid(),
+};
+
 export const recordedMetricSchema = z.object(metricFields).meta({ id: 'RecordedMetric' });
 export type RecordedMetric = z.infer<typeof recordedMetricSchema>;
 
@@ -47,14 +56,10 @@ export const eventRecordSchema = z
   .meta({ id: 'EventRecorded' });
 export type EventRecord = z.infer<typeof eventRecordSchema>;
 
-/**
- * Value of a record on `metrics` (schema `metric-event.v1`): one per new Activity. `id` equals the
- * activity id, so a consumer deduplicates the rare repeat after a crash by `id`.
- */
+/** Value of a record on `metrics` (schema `metric-event.v1`): one per new Activity. `id` equals the activity id. */
 export const metricEventSchema = z
   .object({
-    id: z.uuid(),
-    shop_id: z.uuid(),
+    ...derivedRecordIdentity,
     activity_id: z.uuid(),
     ...metricFields,
     name: z.string(),
@@ -68,11 +73,10 @@ export const metricEventSchema = z
   .meta({ id: 'MetricEvent' });
 export type MetricEvent = z.infer<typeof metricEventSchema>;
 
-/** Value of a record on `flow-triggers` (schema `flow-triggered.v1`): one per (flow, metric event). */
+/** Value of a record on `flow-triggers` (schema `flow-triggered.v1`): one per (flow, metric event); `id` is UUIDv5 of both. */
 export const flowTriggerRecordSchema = z
   .object({
-    id: z.uuid(),
-    shop_id: z.uuid(),
+    ...derivedRecordIdentity,
     flow_id: z.uuid(),
     metric_event_id: z.uuid(),
     activity_id: z.uuid(),

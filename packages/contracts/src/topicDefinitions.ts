@@ -1,7 +1,7 @@
 import { conversationRecordSchema, type ConversationRecord } from './conversations.js';
 import { defineTopic } from './defineTopic.js';
 import { eventRecordSchema, flowTriggerRecordSchema, metricEventSchema, type EventRecord, type FlowTriggerRecord, type MetricEvent } from './records.js';
-import { headers as H, schemas, topics } from './topics.js';
+import { headers as H, topics } from './topics.js';
 
 const metricNameHeader = {
   [H.metricName]: { describe: 'The metric name, to filter without parsing the value.', of: (v: { metric_name: string }) => v.metric_name },
@@ -10,12 +10,10 @@ const metricNameHeader = {
 /** `events`: every accepted event, as ingest-api wrote it. */
 export const eventsTopic = defineTopic<EventRecord>({
   name: topics.events,
-  key: (e) => e.shop_id,
-  schemaId: schemas.eventRecorded,
+  message: 'eventRecorded',
   schema: eventRecordSchema,
   role: 'source',
   doc: {
-    messageId: 'eventRecorded',
     title: 'An event was recorded',
     description: 'Every accepted event, as ingest-api wrote it after resolving its contact: the source of truth of Activities. Kept forever.',
     senders: ['ingest-api', 'cli (dlq redrive)'],
@@ -27,13 +25,11 @@ export const eventsTopic = defineTopic<EventRecord>({
 /** `metrics`: one metric event per new Activity. */
 export const metricsTopic = defineTopic<MetricEvent>({
   name: topics.metrics,
-  key: (m) => m.shop_id,
-  schemaId: schemas.metricEvent,
+  message: 'metricEvent',
   schema: metricEventSchema,
   headers: metricNameHeader,
   role: 'derived',
   doc: {
-    messageId: 'metricEvent',
     title: 'A metric event',
     description: 'One metric event per new Activity; `id` equals the activity id (deduplicate a rare repeat by it). Derived: kept DERIVED_TOPIC_RETENTION_MS.',
     senders: ['activity-projector'],
@@ -45,13 +41,11 @@ export const metricsTopic = defineTopic<MetricEvent>({
 /** `flow-triggers`: one record per (flow, metric event) a flow matched. */
 export const flowTriggersTopic = defineTopic<FlowTriggerRecord>({
   name: topics.flowTriggers,
-  key: (t) => t.shop_id,
-  schemaId: schemas.flowTriggered,
+  message: 'flowTriggered',
   schema: flowTriggerRecordSchema,
   headers: metricNameHeader,
   role: 'derived',
   doc: {
-    messageId: 'flowTriggered',
     title: 'A flow was triggered',
     description: 'One record per (flow, metric event) a flow matched; `id` is UUIDv5 of both. Derived: kept DERIVED_TOPIC_RETENTION_MS.',
     senders: ['flow-matcher'],
@@ -63,12 +57,10 @@ export const flowTriggersTopic = defineTopic<FlowTriggerRecord>({
 /** `conversations`: support conversations and their messages from upstream producers. */
 export const conversationsTopic = defineTopic<ConversationRecord>({
   name: topics.conversations,
-  key: (r) => r.shop_id,
-  schemaId: schemas.conversationRecord,
+  message: 'conversationRecord',
   schema: conversationRecordSchema,
   role: 'source',
   doc: {
-    messageId: 'conversationRecord',
     title: 'A conversation upserted, or a message created',
     description: 'Support conversations and their messages from upstream producers (`type` tells which). Kept forever.',
     senders: ['upstream producers', 'cli (conversations import)'],

@@ -60,29 +60,9 @@ export async function applyConversationRecords(tx: Queryable, records: Conversat
   }
 
   if (upserts.size > 0) {
-    const rows = [...upserts.values()].map(({ shop_id, conversation: c }) => ({
-      shop_id,
-      id: c.id,
-      agent_id: c.agent_id,
-      contact_id: c.contact_id,
-      user_id: c.user_id,
-      created_at: c.created_at,
-      updated_at: c.updated_at,
-      escalation_time: c.escalation_time ?? null,
-      start_time: c.start_time ?? null,
-      resolved_at: c.resolved_at ?? null,
-      last_message_at: c.last_message_at ?? null,
-      last_message_content: c.last_message_content ?? null,
-      summary: c.summary ?? null,
-      title: c.title ?? null,
-      flags: c.flags,
-      tags: c.tags,
-      intent: c.intent,
-      topic: c.topic,
-      resolution: c.resolution ?? null,
-      status: c.status ?? null,
-      type: c.type,
-    }));
+    // A row is the record's conversation as it stands: jsonb_to_recordset takes the columns it names, and
+    // reads a field the producer left out (an optional one) as NULL.
+    const rows = [...upserts.values()].map(({ shop_id, conversation }) => ({ shop_id, ...conversation }));
     const applied = await tx.query(sql`
       INSERT INTO conversations AS c (shop_id, id, agent_id, contact_id, user_id, created_at, updated_at, escalation_time, start_time,
         resolved_at, last_message_at, last_message_content, last_message_id, summary, title, flags, tags, intent, topic, resolution, status, type)

@@ -1,6 +1,5 @@
--- Transactional outboxes: rows written in the projection's transaction, published after it commits and
--- deleted once the log acknowledged them. A crash in between leaves the rows for the next drain, so a
--- record is published at least once, with the same value.
+-- The flow matcher's transactional outbox, the same as metric_outbox (activity-projector/002_activities_flows.sql,
+-- which says how an outbox works); both replaced by bus/007_projections.sql's outbox.
 CREATE TABLE IF NOT EXISTS flow_trigger_outbox (
   seq         bigserial PRIMARY KEY,
   shop_id     uuid NOT NULL,
