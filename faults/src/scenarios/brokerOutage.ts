@@ -1,5 +1,4 @@
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import path from 'node:path';
 import { sql, type Db } from '@shopstream/db';
@@ -9,21 +8,7 @@ import { jsonOrUndefined, serviceEnv, startScenarioService, untilReady } from '.
 import { missingActivities, whenCaughtUp } from '../caughtUp.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
-
-/** When the broker's log says it started (serving clients), first time at or after `after`; local time, as the JVM writes it. */
-function brokerStartedAt(logFile: string, after: number): number | undefined {
-  let text = '';
-  try {
-    text = readFileSync(logFile, 'utf8');
-  } catch {
-    return undefined;
-  }
-  for (const m of text.matchAll(/^\[(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d),(\d{3})\] INFO \[KafkaRaftServer nodeId=\d+\] Kafka Server started/gm)) {
-    const t = new Date(`${m[1]}T${m[2]}.${m[3]}`).getTime();
-    if (t >= after - 1_000) return t;
-  }
-  return undefined;
-}
+import { brokerStartedAt } from '../ownKafka.js';
 
 /**
  * The broker killed (-9) for 20 s under 1,000 events/s (FAULTS_BROKER_OUTAGE_RATE), half as single events and half
@@ -42,13 +27,12 @@ export const brokerOutage: Scenario = {
     // PostgreSQL on it, before any fault (a run at 08:29: 2,797 of 10,004 requests answered 202 in the 10 s
     // before the kill, 3,938 unanswered in 15 s); 1,000 events/s as 500 single + 50 bulk requests it holds.
     // FAULTS_BROKER_OUTAGE_RATE asks for another rate.
-    const eventRate = Number(process.env.FAULTS_BROKER_OUTAGE_RATE ?? (ctx.opts.quick ? 600 : 1_000));
+    const sized = ctx.sized({ eventRate: [600, 1_000], outageMs: [8_000, 20_000], beforeMs: [5_000, 10_000], afterMs: [12_000, 20_000] });
+    const { outageMs, beforeMs, afterMs } = sized;
+    const eventRate = Number(process.env.FAULTS_BROKER_OUTAGE_RATE ?? sized.eventRate);
     const BULK = 10;
     // Requests per second: per 2 x BULK events, BULK single requests and one bulk request.
     const rate = Math.ceil((eventRate / (2 * BULK)) * (BULK + 1));
-    const outageMs = ctx.opts.quick ? 8_000 : 20_000;
-    const beforeMs = ctx.opts.quick ? 5_000 : 10_000;
-    const afterMs = ctx.opts.quick ? 12_000 : 20_000;
 
     const pg = await ownPostgres(ctx, { poolSize: 2 });
     const db: Db = pg.db;

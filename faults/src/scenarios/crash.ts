@@ -10,19 +10,6 @@ import type { Context, Figures, Scenario } from '../types.js';
 import { ownPostgres } from '../ownPostgres.js';
 import { byStatus, noneRow, sec, serverErrorsRow } from '../scenarioFigures.js';
 
-/**
- * Every service killed -9 at random moments under a steady mixed load, and restarted at once on the same port.
- * Its own PostgreSQL (the embedded mode's engine in a temporary directory) and its own broker; ingest-api,
- * activity-projector, flow-matcher, conversation-projector and query-api as separate processes (query-api, which
- * serves the flows and the export, is not killed); the load from this process: single and bulk events (keyed
- * and unkeyed, with and without a contact, matching flows or not) over HTTP, and conversation records published
- * to the conversations topic (the service takes conversations from there: `pnpm cli conversations import`).
- *
- * Afterwards, against the database and the topics: every accepted event one Activity, on its contact's timeline
- * once (none without a contact), its metric event at least once and always with one id, one trigger per
- * (flow, metric event) for exactly the flows it matches; every conversation once in the export, with its messages.
- */
-
 const KILLED = ['ingest-api', 'activity-projector', 'flow-matcher', 'conversation-projector'] as const;
 type Killed = (typeof KILLED)[number];
 const GROUP: Record<Exclude<Killed, 'ingest-api'>, string> = {
@@ -113,18 +100,31 @@ async function readTopic(brokers: string[], topic: string): Promise<any[]> {
   return out;
 }
 
+/**
+ * Every service killed -9 at random moments under a steady mixed load, and restarted at once on the same port.
+ * Its own PostgreSQL (the embedded mode's engine in a temporary directory) and its own broker; ingest-api,
+ * activity-projector, flow-matcher, conversation-projector and query-api as separate processes (query-api, which
+ * serves the flows and the export, is not killed); the load from this process: single and bulk events (keyed
+ * and unkeyed, with and without a contact, matching flows or not) over HTTP, and conversation records published
+ * to the conversations topic (the service takes conversations from there: `pnpm cli conversations import`).
+ *
+ * Afterwards, against the database and the topics: every accepted event one Activity, on its contact's timeline
+ * once (none without a contact), its metric event at least once and always with one id, one trigger per
+ * (flow, metric event) for exactly the flows it matches; every conversation once in the export, with its messages.
+ */
 export const crash: Scenario = {
   name: 'crash',
   description:
     'each service killed -9 at random moments under mixed load and restarted: nothing accepted lost or doubled, ingest back ≤ 5 s, projectors ≤ 10 s',
   async run(ctx: Context): Promise<Figures> {
-    const quick = ctx.opts.quick;
-    const killsPerService = quick ? 3 : 20;
-    const slotMs = quick ? 5_000 : 7_500; // one kill per slot, at a random moment in its first half
-    const totalEvents = quick ? 8_000 : 105_000;
-    const totalConversations = quick ? 200 : 2_000;
-    const leadMs = quick ? 4_000 : 8_000; // load before the first slot
-    const tailMs = quick ? 8_000 : 15_000; // load after the last slot (the last restarts recover under load)
+    const { killsPerService, slotMs, totalEvents, totalConversations, leadMs, tailMs } = ctx.sized({
+      killsPerService: [3, 20],
+      slotMs: [5_000, 7_500], // one kill per slot, at a random moment in its first half
+      totalEvents: [8_000, 105_000],
+      totalConversations: [200, 2_000],
+      leadMs: [4_000, 8_000], // load before the first slot
+      tailMs: [8_000, 15_000], // load after the last slot (the last restarts recover under load)
+    });
     const loadMs = leadMs + slotMs * killsPerService * KILLED.length + tailMs;
     const rate = totalEvents / (loadMs / 1000);
     const convRate = totalConversations / (loadMs / 1000);
