@@ -26,6 +26,8 @@ export { ensurePromtool } from './promtool.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
+// Record fixtures shared by the service specs and test/.
+export { eventRecordOf, type EventRecordFields } from './eventRecordFixture.js';
 
 /**
  * A topic-name prefix like `t1a2b3c4d.` that no other spec file gets, so parallel files on the same broker
