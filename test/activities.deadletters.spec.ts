@@ -7,6 +7,7 @@ import type { Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { eventRecordOf } from '@shopstream/testkit';
 
 /** Records that fail their schema go to `<topic>.dlq` with the reason, are counted, and block nothing. */
 let rt: Runtime;
@@ -32,33 +33,17 @@ const deadLetterCount = async (topic: string): Promise<number> => {
   return line ? Number(line.split(' ').pop()) : 0;
 };
 
-const eventRecord = (): EventRecord => {
-  const id = randomUUID();
-  return {
-    activity_id: id,
+const eventRecord = (): EventRecord =>
+  eventRecordOf({
+    activity_id: randomUUID(),
     shop_id: shop,
-    activity_key: null,
     name: 'After the bad one',
-    description: null,
     event_time: '2026-03-01T00:00:00Z',
     // Now, not in the past: a flow matches the metric events recorded from its creation on.
     received_at: new Date().toISOString(),
-    remote_id: null,
-    remote_platform: null,
-    metric: {
-      metric_name: 'valid',
-      value: 1,
-      additional_properties: {},
-      context_object_id: null,
-      context_object_type: null,
-      metric_object_id: null,
-      metric_object_type: null,
-      deduping_key: null,
-    },
-    contact: null,
+    metric: { metric_name: 'valid', value: 1 },
     request_id: 'r',
-  };
-};
+  });
 
 describe('dead letters', () => {
   it('a malformed record on events and on metrics goes to its .dlq with the reason, is counted, and the next record is still applied', async () => {

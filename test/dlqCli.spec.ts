@@ -10,6 +10,7 @@ import type { BusRecord, DeadLetter, RedriveReport } from '@shopstream/bus';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
+import { eventRecordOf } from '@shopstream/testkit';
 
 /**
  * `pnpm cli dlq list|redrive` as an operator runs them: a record the activity projector dead-lettered is
@@ -39,29 +40,16 @@ function cliEnv(rt: Runtime): Record<string, string | undefined> {
   };
 }
 
-const eventRecord = (shop: string, name: string): EventRecord => ({
-  activity_id: randomUUID(),
-  shop_id: shop,
-  activity_key: null,
-  name,
-  description: null,
-  event_time: '2026-03-01T00:00:00Z',
-  received_at: '2026-03-01T00:00:01Z',
-  remote_id: null,
-  remote_platform: null,
-  metric: {
-    metric_name: 'placed',
-    value: 1,
-    additional_properties: {},
-    context_object_id: null,
-    context_object_type: null,
-    metric_object_id: null,
-    metric_object_type: null,
-    deduping_key: null,
-  },
-  contact: null,
-  request_id: 'dlq-cli-spec',
-});
+const eventRecord = (shop: string, name: string): EventRecord =>
+  eventRecordOf({
+    activity_id: randomUUID(),
+    shop_id: shop,
+    name,
+    event_time: '2026-03-01T00:00:00Z',
+    received_at: '2026-03-01T00:00:01Z',
+    metric: { metric_name: 'placed', value: 1 },
+    request_id: 'dlq-cli-spec',
+  });
 
 const eventHeaders = (shop: string) => ({ [H.contentType]: 'application/json', [H.schema]: schemas.eventRecorded, [H.shopId]: shop, origin: 'dlq-cli-spec' });
 

@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -6,54 +6,32 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
 import { exitOf, waitFor } from '@shopstream/harness';
+import { killShopstreams, repo, spawnShopstream, startBanner, type ShopstreamProcess } from './shopstreamProcess.js';
 
 // `pnpm start` as a user runs it: a child process, real HTTP, nothing shared with the test but the
 // data directory (embedded) or the Kafka broker and Postgres server (distributed).
-const repo = path.resolve(import.meta.dirname, '..');
 const tsx = path.join(repo, 'node_modules/.bin/tsx');
 // What `pnpm start` runs, exactly as package.json has it: node itself on the sources (a supervisor that signals
 // only its child gets the drain). Not the tsx CLI: it relays a signal to its child and SIGKILLs the child when
 // it does not confirm within 30 ms (a busy start-up). The image's command line, on the built JS and Node 24, is
 // test/start.node24.e2e.spec.ts's.
 const entrypoint = (JSON.parse(readFileSync(path.join(repo, 'package.json'), 'utf8')).scripts.start as string).split(' ');
-const children = new Set<ChildProcess>();
 
-afterAll(() => {
-  for (const c of children) c.kill('SIGKILL');
-});
+afterAll(killShopstreams);
 
-interface Started {
-  child: ChildProcess;
+interface Started extends ShopstreamProcess {
   base: string;
-  output: () => string;
 }
 
 /** Starts the all-in-one process and waits for its banner; the base URL comes from what it printed. */
-async function startShopstream(env: Record<string, string>, argv = entrypoint): Promise<Started> {
-  const [command, ...args] = argv as [string, ...string[]];
-  const child = spawn(command, args, {
-    cwd: repo,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  children.add(child);
-  let out = '';
-  child.stdout!.on('data', (d) => (out += d));
-  child.stderr!.on('data', (d) => (out += d));
-  const base = await waitFor(
-    () => {
-      if (child.exitCode !== null) throw new Error(`pnpm start exited ${child.exitCode}:\n${out}`);
-      return /API: +(http:\/\/\S+)\/v2026-04\//.exec(out)?.[1];
-    },
-    { timeoutMs: 90_000, message: 'the start banner' },
-  );
-  return { child, base, output: () => out };
+async function startShopstream(env: Record<string, string>): Promise<Started> {
+  const s = spawnShopstream(entrypoint, { LOG_LEVEL: 'warn', ...env });
+  return { ...s, base: await startBanner(s) };
 }
 
 async function stopShopstream(s: Started): Promise<number | null> {
   s.child.kill('SIGTERM');
   const code = await waitFor(() => (s.child.exitCode !== null ? { code: s.child.exitCode } : undefined), { timeoutMs: 30_000, message: 'exit after SIGTERM' });
-  children.delete(s.child);
   return code.code;
 }
 
@@ -171,6 +149,17 @@ async function exportedIds(call: ReturnType<typeof api>): Promise<string[]> {
   return r.body.results.map((c: { id: string }) => c.id);
 }
 
+/** The export's ids once it holds `count` conversations: imported ones reach it through their projector. */
+function exportedIdsOnceThere(call: ReturnType<typeof api>, count: number): Promise<string[]> {
+  return waitFor(
+    async () => {
+      const got = await exportedIds(call);
+      return got.length === count ? got : undefined;
+    },
+    { timeoutMs: 30_000, message: 'the imported conversations in the export' },
+  );
+}
+
 /** Pids of PostgreSQL server processes running on a cluster under dir (read from /proc: what ps would show). */
 function postgresProcesses(dir: string): number[] {
   const pids: number[] = [];
@@ -204,14 +193,7 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       const { file, ids } = conversationLines(shop, 3);
       const imported = await runCli(['conversations', 'import', file], env);
       expect({ code: imported.code, out: imported.out }).toMatchObject({ code: 0 });
-      const exported = await waitFor(
-        async () => {
-          const got = await exportedIds(call);
-          return got.length === ids.length ? got : undefined;
-        },
-        { timeoutMs: 30_000, message: 'the imported conversations in the export' },
-      );
-      expect(exported).toEqual(ids);
+      expect(await exportedIdsOnceThere(call, ids.length)).toEqual(ids);
       const created = await runCli(['api-keys', 'create', '--shop', shop, '--name', 'second'], env);
       expect(created.code).toBe(0);
       const secondKey = /ssk_\S+/.exec(created.out)![0];
@@ -224,17 +206,10 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
 
       // One server per data directory.
-      const second = spawn(entrypoint[0]!, entrypoint.slice(1), {
-        cwd: repo,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', ...env },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let secondOut = '';
-      second.stdout.on('data', (d) => (secondOut += d));
-      second.stderr.on('data', (d) => (secondOut += d));
-      const secondCode = await new Promise<number | null>((resolve) => second.on('exit', resolve));
+      const second = spawnShopstream(entrypoint, { LOG_LEVEL: 'warn', ...env });
+      const secondCode = await new Promise<number | null>((resolve) => second.child.on('exit', resolve));
       expect(secondCode).not.toBe(0);
-      expect(secondOut).toMatch(/held by process \d+, a running Shopstream server/);
+      expect(second.output()).toMatch(/held by process \d+, a running Shopstream server/);
 
       expect(await stopShopstream(s)).toBe(0);
       expect(postgresProcesses(env.DATA_DIR)).toEqual([]);
@@ -256,7 +231,6 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       }
       s.child.kill('SIGKILL');
       await waitFor(() => s.child.exitCode !== null || s.child.signalCode !== null, { timeoutMs: 10_000, message: 'the killed process' });
-      children.delete(s.child);
       const orphans = postgresProcesses(env.DATA_DIR);
       expect(orphans.length).toBeGreaterThan(0);
       s = await startShopstream(env);
@@ -299,14 +273,7 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       expect(rebuilt.code).toBe(0);
       s = await startShopstream(env);
       call = api(s.base, key, shop);
-      const exported = await waitFor(
-        async () => {
-          const got = await exportedIds(call);
-          return got.length === ids.length ? got : undefined;
-        },
-        { timeoutMs: 30_000, message: 'the imported conversations in the export' },
-      );
-      expect(exported).toEqual(ids);
+      expect(await exportedIdsOnceThere(call, ids.length)).toEqual(ids);
       expect((await call('GET', `/activities/${activityId}/`)).status).toBe(200);
       expect(await stopShopstream(s)).toBe(0);
     } finally {
@@ -320,16 +287,7 @@ describe('a signal during start-up', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-early-signal-'));
     const dataDir = path.join(dir, '.data');
     try {
-      const [command, ...args] = entrypoint as [string, ...string[]];
-      const child = spawn(command, args, {
-        cwd: repo,
-        env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', DATA_DIR: dataDir },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      children.add(child);
-      let out = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (out += d));
+      const { child, output } = spawnShopstream(entrypoint, { LOG_LEVEL: 'info', DATA_DIR: dataDir });
       // The data directory's lock is taken while the runtime opens: start-up is under way, handlers installed.
       await waitFor(() => existsSync(path.join(dataDir, 'shopstream.lock')) || undefined, {
         timeoutMs: 60_000,
@@ -338,10 +296,9 @@ describe('a signal during start-up', () => {
       });
       child.kill('SIGTERM');
       const code = await exitOf(child, { timeoutMs: 60_000, message: 'exit after SIGTERM' });
-      children.delete(child);
-      expect({ ...code, out: out.slice(-2000) }).toMatchObject({ code: 0, signal: null });
-      expect(out).toContain('SIGTERM during start-up');
-      expect(out).toContain('"msg":"stopped"');
+      expect({ ...code, out: output().slice(-2000) }).toMatchObject({ code: 0, signal: null });
+      expect(output()).toContain('SIGTERM during start-up');
+      expect(output()).toContain('"msg":"stopped"');
       expect(existsSync(path.join(dataDir, 'shopstream.lock'))).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -373,14 +330,7 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
     const { file, ids } = conversationLines(shop, 3);
     const imported = await runCli(['conversations', 'import', file], env);
     expect(imported.code).toBe(0);
-    const exported = await waitFor(
-      async () => {
-        const got = await exportedIds(call);
-        return got.length === ids.length ? got : undefined;
-      },
-      { timeoutMs: 30_000, message: 'the imported conversations in the export' },
-    );
-    expect(exported).toEqual(ids);
+    expect(await exportedIdsOnceThere(call, ids.length)).toEqual(ids);
     expect(await stopShopstream(s)).toBe(0);
   }, 300_000);
 });

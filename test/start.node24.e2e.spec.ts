@@ -1,18 +1,17 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { exitOf, waitFor } from '@shopstream/harness';
+import { killShopstreams, repo, spawnShopstream, startBanner } from './shopstreamProcess.js';
 
 // The image's command line on the image's Node: `pnpm build`, then the Dockerfile's ENTRYPOINT exactly as it
 // is written, run by Node 24 LTS (engines still admits 20, which this suite itself may run on). Node 24 comes
 // from the npm registry's `node` package, cached by npx in ~/.npm after the first run.
 const exec = promisify(execFile);
-const repo = path.resolve(import.meta.dirname, '..');
 const entrypoint = JSON.parse(/^ENTRYPOINT (\[.*\])$/m.exec(readFileSync(path.join(repo, 'Dockerfile'), 'utf8'))![1]!) as string[];
-const children = new Set<ChildProcess>();
 let node24: string;
 
 beforeAll(async () => {
@@ -22,9 +21,7 @@ beforeAll(async () => {
   node24 = stdout.trim().split('\n').pop()!;
 }, 300_000);
 
-afterAll(() => {
-  for (const c of children) c.kill('SIGKILL');
-});
+afterAll(killShopstreams);
 
 describe('the built image command on Node 24 LTS', () => {
   it('is node on compiled JS, with the workspace packages resolved to their dist/', async () => {
@@ -42,33 +39,11 @@ describe('the built image command on Node 24 LTS', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-node24-'));
     chmodSync(dir, 0o755); // as root, the embedded PostgreSQL runs as another OS user, who must enter it
     try {
-      const child = spawn(node24, entrypoint.slice(1), {
-        cwd: repo,
-        env: {
-          PATH: process.env.PATH ?? '',
-          HOME: process.env.HOME ?? '',
-          NODE_ENV: 'production',
-          PORT: '0',
-          HOST: '127.0.0.1',
-          LOG_LEVEL: 'info',
-          DATA_DIR: path.join(dir, '.data'),
-        },
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      children.add(child);
-      let out = '';
-      child.stdout!.on('data', (d) => (out += d));
-      child.stderr!.on('data', (d) => (out += d));
-      const base = await waitFor(
-        () => {
-          if (child.exitCode !== null) throw new Error(`exited ${child.exitCode}:\n${out}`);
-          return /API: +(http:\/\/\S+)\/v2026-04\//.exec(out)?.[1];
-        },
-        { timeoutMs: 90_000, message: 'the start banner' },
-      );
-      expect(out).toMatch(/embedded mode, data in \S+, PostgreSQL/);
-      const key = /API key: +(\S+)/.exec(out)![1];
-      const shop = /Shop id: +(\S+)/.exec(out)![1];
+      const server = spawnShopstream([node24, ...entrypoint.slice(1)], { NODE_ENV: 'production', LOG_LEVEL: 'info', DATA_DIR: path.join(dir, '.data') });
+      const base = await startBanner(server);
+      expect(server.output()).toMatch(/embedded mode, data in \S+, PostgreSQL/);
+      const key = /API key: +(\S+)/.exec(server.output())![1];
+      const shop = /Shop id: +(\S+)/.exec(server.output())![1];
       const headers = { authorization: `Bearer ${key}`, 'x-shop-id': shop };
       const email = `node24-${Date.now()}@example.com`;
       const res = await fetch(`${base}/v2026-04/events/`, {
@@ -89,12 +64,11 @@ describe('the built image command on Node 24 LTS', () => {
       // What the image's HEALTHCHECK asks.
       expect((await fetch(`${base}/healthz`)).status).toBe(200);
 
-      child.kill('SIGTERM');
-      const exit = await exitOf(child, { timeoutMs: 30_000, message: 'exit after SIGTERM' });
-      children.delete(child);
-      expect({ ...exit, out: out.slice(-2000) }).toMatchObject({ code: 0, signal: null });
-      expect(out).toContain('"msg":"stopping: draining requests and work in hand"');
-      expect(out).toContain('"msg":"stopped"');
+      server.child.kill('SIGTERM');
+      const exit = await exitOf(server.child, { timeoutMs: 30_000, message: 'exit after SIGTERM' });
+      expect({ ...exit, out: server.output().slice(-2000) }).toMatchObject({ code: 0, signal: null });
+      expect(server.output()).toContain('"msg":"stopping: draining requests and work in hand"');
+      expect(server.output()).toContain('"msg":"stopped"');
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

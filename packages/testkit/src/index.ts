@@ -27,8 +27,9 @@ export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
-// Conversation fixtures: records of the `conversations` topic for tests and seeding.
+// Record fixtures shared by the service specs, test/ and seeding: conversations-topic records and event records.
 export { conversationUpserted, conversationWithMessage, messageCreated, testConversation } from './conversations.js';
+export { eventRecordOf, type EventRecordFields } from './eventRecordFixture.js';
 
 /**
  * A topic-name prefix like `t1a2b3c4d.` that no other spec file gets, so parallel files on the same broker

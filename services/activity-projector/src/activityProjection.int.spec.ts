@@ -2,35 +2,24 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/harness/projectionSpec';
+import { eventRecordOf } from '@shopstream/testkit';
 import { activityProjection } from './activityProjection.js';
 
 const shop = '0190a2c4-0000-7000-8000-00000000000a';
 const contact = { id: '0190a2c4-0000-7000-8000-0000000000c1', email: 'ada@example.com', phone: null, remote_id: null, name: 'Ada' };
 
-const event = (n: number, over: Partial<EventRecord> = {}): EventRecord => ({
-  activity_id: `0190a2c4-0000-7000-8000-${String(n).padStart(12, '0')}`,
-  shop_id: shop,
-  activity_key: `key-${n}`,
-  name: 'Placed Order',
-  description: null,
-  event_time: `2026-01-01T10:00:0${n}.000Z`,
-  received_at: `2026-01-01T10:00:1${n}.000Z`,
-  remote_id: null,
-  remote_platform: null,
-  metric: {
-    metric_name: 'placed_order',
-    value: n,
-    additional_properties: { n },
-    context_object_id: null,
-    context_object_type: null,
-    metric_object_id: null,
-    metric_object_type: null,
-    deduping_key: null,
-  },
-  contact: null,
-  request_id: `req-${n}`,
-  ...over,
-});
+const event = (n: number, over: Partial<EventRecord> = {}): EventRecord =>
+  eventRecordOf({
+    activity_id: `0190a2c4-0000-7000-8000-${String(n).padStart(12, '0')}`,
+    shop_id: shop,
+    activity_key: `key-${n}`,
+    name: 'Placed Order',
+    event_time: `2026-01-01T10:00:0${n}.000Z`,
+    received_at: `2026-01-01T10:00:1${n}.000Z`,
+    metric: { metric_name: 'placed_order', value: n, additional_properties: { n } },
+    request_id: `req-${n}`,
+    ...over,
+  });
 
 let spec: ProjectionSpec<EventRecord>;
 beforeAll(async () => {
