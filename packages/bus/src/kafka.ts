@@ -20,15 +20,13 @@ import kafkajs, {
   type TopicMessages,
 } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
+import { BusUnavailableError, type Bus, type BusRecord, type ReadOptions } from './port.js';
 import {
-  createKafkaPublisher,
-  kafkaTopicMethods,
+  kafkaBus,
   keyPartitionMemo,
   sendUntilAnswered,
-  withTimeout,
   type KafkaBusBaseOptions,
-  type KafkaTopicAdmin,
+  type KafkaAdmin,
   type RecordsByTopic,
   type TopicSetting,
 } from './kafkaCommon.js';
@@ -276,9 +274,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       },
     );
 
-  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
-  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, connect: connectProducer, sendAll, brokerAway, replaceProducer });
-
   /**
    * A created topic is ready when every partition answers its offsets (see kafkaTopicMethods). Asked by a
    * client of its own that logs nothing: kafkajs logs each such expected refusal (NOT_LEADER_OR_FOLLOWER) as
@@ -295,64 +290,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     } finally {
       await probe.disconnect().catch(() => {});
     }
-  };
-
-  // The bus's topic methods (kafkaTopicMethods) in kafkajs' words, each after connectAdmin.
-  const topicAdmin: KafkaTopicAdmin = {
-    listTopics: () => connectAdmin().then(() => admin.listTopics()),
-    async createTopics(topics) {
-      await connectAdmin();
-      // Not waitForLeaders: on KRaft kafkajs' wait can fail with "does not host this topic-partition"
-      // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves (topicsServed).
-      // A topic another process created meanwhile is no error: kafkajs resolves false when every topic it was
-      // refused is TOPIC_ALREADY_EXISTS.
-      await admin.createTopics({
-        waitForLeaders: false,
-        topics: topics.map((t) => ({
-          topic: t.topic,
-          numPartitions: t.partitions,
-          replicationFactor: t.replicationFactor,
-          configEntries: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
-        })),
-      });
-    },
-    async topicsServed(names, created) {
-      await connectAdmin();
-      const m = await admin.fetchTopicMetadata({ topics: names });
-      const led = m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
-      return led && (created.length === 0 || (await servesOffsets(created)));
-    },
-    async describeTopics(names) {
-      await connectAdmin();
-      const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
-      return new Map(res.resources.map((r) => [r.resourceName, r.configEntries.map(settingOf)]));
-    },
-    async setTopicConfigs(updates) {
-      // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
-      // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
-      // So the topic's own settings, as described before the changes were worked out, are sent back with the
-      // changes. Read-modify-write: a setting changed by someone else between the two requests is lost;
-      // running `topics ensure` alone avoids that. A setting whose value the broker does not tell (a sensitive
-      // one) cannot be sent back: such a topic is refused, before anything is altered.
-      const resources = updates.map(({ topic, changes, settings }) => {
-        const merged = new Map<string, string>();
-        const sensitive: string[] = [];
-        for (const e of settings) {
-          if (!e.own) continue;
-          if (e.sensitive || e.value === null) sensitive.push(e.name);
-          else merged.set(e.name, e.value);
-        }
-        if (sensitive.length > 0) {
-          throw new Error(
-            `topic ${topic} has sensitive settings (${sensitive.join(', ')}) that cannot be read back; set ${changes.map((c) => c.name).join(', ')} with kafka-configs.sh`,
-          );
-        }
-        for (const c of changes) merged.set(c.name, c.to);
-        return { type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) };
-      });
-      await connectAdmin();
-      await admin.alterConfigs({ validateOnly: false, resources });
-    },
   };
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
@@ -446,15 +383,80 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
   const crashed = new Set<Consumer>();
 
-  return {
-    kind: 'kafka',
-    features: { consumerGroupsSharePartitions: true },
+  // The admin calls of kafkaBus in kafkajs' words, each after connectAdmin.
+  const busAdmin: KafkaAdmin = {
+    listTopics: () => connectAdmin().then(() => admin.listTopics()),
+    async createTopics(topics) {
+      await connectAdmin();
+      // Not waitForLeaders: on KRaft kafkajs' wait can fail with "does not host this topic-partition"
+      // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves (topicsServed).
+      // A topic another process created meanwhile is no error: kafkajs resolves false when every topic it was
+      // refused is TOPIC_ALREADY_EXISTS.
+      await admin.createTopics({
+        waitForLeaders: false,
+        topics: topics.map((t) => ({
+          topic: t.topic,
+          numPartitions: t.partitions,
+          replicationFactor: t.replicationFactor,
+          configEntries: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
+        })),
+      });
+    },
+    async topicsServed(names, created) {
+      await connectAdmin();
+      const m = await admin.fetchTopicMetadata({ topics: names });
+      const led = m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
+      return led && (created.length === 0 || (await servesOffsets(created)));
+    },
+    async describeTopics(names) {
+      await connectAdmin();
+      const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
+      return new Map(res.resources.map((r) => [r.resourceName, r.configEntries.map(settingOf)]));
+    },
+    async setTopicConfigs(updates) {
+      // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
+      // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
+      // So the topic's own settings, as described before the changes were worked out, are sent back with the
+      // changes. Read-modify-write: a setting changed by someone else between the two requests is lost;
+      // running `topics ensure` alone avoids that. A setting whose value the broker does not tell (a sensitive
+      // one) cannot be sent back: such a topic is refused, before anything is altered.
+      const resources = updates.map(({ topic, changes, settings }) => {
+        const merged = new Map<string, string>();
+        const sensitive: string[] = [];
+        for (const e of settings) {
+          if (!e.own) continue;
+          if (e.sensitive || e.value === null) sensitive.push(e.name);
+          else merged.set(e.name, e.value);
+        }
+        if (sensitive.length > 0) {
+          throw new Error(
+            `topic ${topic} has sensitive settings (${sensitive.join(', ')}) that cannot be read back; set ${changes.map((c) => c.name).join(', ')} with kafka-configs.sh`,
+          );
+        }
+        for (const c of changes) merged.set(c.name, c.to);
+        return { type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) };
+      });
+      await connectAdmin();
+      await admin.alterConfigs({ validateOnly: false, resources });
+    },
+    deleteGroup,
+    async serving() {
+      // A consumer kafkajs gave up on: ping() answers false (see crashed).
+      if (crashed.size > 0) throw new Error('a Kafka consumer crashed and is not restarted');
+      await connectAdmin();
+      return admin.describeCluster();
+    },
+  };
 
-    ...kafkaTopicMethods(topicAdmin, opts.replicationFactor),
-
-    publish: publisher.publish,
-
-    async consume(o: ConsumeOptions): Promise<Subscription> {
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const parts = {
+    admin: busAdmin,
+    replicationFactor: opts.replicationFactor,
+    publishTimeoutMs,
+    producer: { lingerMs: opts.lingerMs, connect: connectProducer, sendAll, brokerAway, replaceProducer },
+  };
+  return kafkaBus(parts, {
+    async consume(o) {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
       let cluster: Cluster | undefined;
       // The member this instance was before it restarted, if the store knows it (a failure to ask: join anew).
@@ -555,29 +557,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     read: (topic, ro = {}) => readTopic(topic, ro),
 
-    async deleteGroup(groupId) {
-      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
-    },
-
-    async ping() {
-      if (crashed.size > 0) return false;
-      try {
-        await withTimeout(
-          connectAdmin().then(() => admin.describeCluster()),
-          'Kafka describeCluster',
-          publishTimeoutMs,
-        );
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
     async close() {
-      await publisher.close();
       await Promise.all([...consumers].map((c) => c.disconnect().catch(() => {})));
       await producer.disconnect().catch(() => {});
       await admin.disconnect().catch(() => {});
     },
-  };
+  });
 }

@@ -152,7 +152,7 @@ async function untilApplied(changes: ConfigChange[], describe: (topics: string[]
 }
 
 /** The topic methods of both adapters' Bus: one algorithm, each client's admin calls behind `admin`. */
-export function kafkaTopicMethods(admin: KafkaTopicAdmin, replicationFactor: number): Pick<Bus, 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs'> {
+function kafkaTopicMethods(admin: KafkaTopicAdmin, replicationFactor: number): Pick<Bus, 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs'> {
   return {
     async ensureTopics(specs) {
       const existing = new Set(await admin.listTopics());
@@ -276,7 +276,7 @@ function createBrokerGate() {
 export type RecordsByTopic = Map<string, OutgoingRecord[]>;
 
 /** What an adapter gives createKafkaPublisher: its producer, behind these. */
-export interface KafkaPublisherOptions {
+interface KafkaPublisherOptions {
   lingerMs?: number;
   publishTimeoutMs: number;
   /** Before each send, within its own publishTimeoutMs: connects the current producer, where the client wants that. */
@@ -292,7 +292,7 @@ export interface KafkaPublisherOptions {
   replaceProducer(): void;
 }
 
-export interface KafkaPublisher {
+interface KafkaPublisher {
   /** Bus.publish: resolves once the broker acknowledged every record; BusUnavailableError otherwise. */
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   /** Sends what is pending and waits for the send in flight. */
@@ -307,7 +307,7 @@ export interface KafkaPublisher {
  * does not finish within publishTimeoutMs rejects every publish in it with BusUnavailableError and replaces the
  * producer. While the broker is away, publishes fail at once (createBrokerGate).
  */
-export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
+function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
   const gate = createBrokerGate();
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
     lingerMs: o.lingerMs ?? 2,
@@ -349,5 +349,57 @@ export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
       }
     },
     close: () => batcher.close(),
+  };
+}
+
+/** The admin calls of a Kafka adapter's Bus that kafkaBus makes, in the client's own words. */
+export interface KafkaAdmin extends KafkaTopicAdmin {
+  /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
+  deleteGroup(groupId: string): Promise<boolean>;
+  /** Resolves once the bus serves: Kafka answered a request any live cluster answers at once. Bus.ping. */
+  serving(): Promise<unknown>;
+}
+
+/** What kafkaBus makes a Bus of, from an adapter. */
+interface KafkaBusParts {
+  admin: KafkaAdmin;
+  replicationFactor: number;
+  /** How long a publish may wait for the broker (createKafkaPublisher), and ping for its answer. */
+  publishTimeoutMs: number;
+  /** The adapter's producer, for createKafkaPublisher. */
+  producer: Omit<KafkaPublisherOptions, 'publishTimeoutMs'>;
+}
+
+/** What each adapter's Bus has in its own client's words. */
+type KafkaBusOwn = Omit<Bus, 'kind' | 'features' | 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs' | 'publish' | 'deleteGroup' | 'ping'>;
+
+/**
+ * A Kafka adapter's Bus: what both adapters are alike (a Kafka bus whose group members share partitions, the
+ * topic methods over the adapter's admin, deleteGroup and ping, the publish path of createKafkaPublisher over
+ * the adapter's producer, closed before the rest), and its own methods.
+ */
+export function kafkaBus(o: KafkaBusParts, own: KafkaBusOwn): Bus {
+  const publisher = createKafkaPublisher({ ...o.producer, publishTimeoutMs: o.publishTimeoutMs });
+  return {
+    kind: 'kafka',
+    features: { consumerGroupsSharePartitions: true },
+    ...kafkaTopicMethods(o.admin, o.replicationFactor),
+    publish: publisher.publish,
+    async deleteGroup(groupId) {
+      if (!(await o.admin.deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
+    },
+    async ping() {
+      try {
+        await withTimeout(o.admin.serving(), 'Kafka ping', o.publishTimeoutMs);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    ...own,
+    async close() {
+      await publisher.close();
+      await own.close();
+    },
   };
 }

@@ -14,16 +14,7 @@ import {
 } from '@platformatic/kafka';
 import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
-import {
-  createKafkaPublisher,
-  kafkaTopicMethods,
-  keyPartitionMemo,
-  sendUntilAnswered,
-  withTimeout,
-  type KafkaBusBaseOptions,
-  type KafkaTopicAdmin,
-  type RecordsByTopic,
-} from './kafkaCommon.js';
+import { kafkaBus, keyPartitionMemo, sendUntilAnswered, withTimeout, type KafkaBusBaseOptions, type KafkaAdmin, type RecordsByTopic } from './kafkaCommon.js';
 
 export interface PlatformaticKafkaBusOptions extends KafkaBusBaseOptions {
   /**
@@ -159,9 +150,6 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     });
   };
 
-  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
-  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, sendAll, brokerAway, replaceProducer });
-
   /** Each partition's first offset still held and log end, in partition order. */
   const partitionOffsets = async (topic: string) => {
     const md = await admin.metadata({ topics: [topic], forceUpdate: true });
@@ -171,50 +159,6 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     const [low, high] = await Promise.all([ask(-2n), ask(-1n)]);
     const at = (res: typeof low, p: number) => res[0].partitions.find((x) => x.partitionIndex === p)!.offset;
     return Array.from({ length: count }, (_, partition) => ({ partition, low: at(low, partition), high: at(high, partition) }));
-  };
-
-  // The bus's topic methods (kafkaTopicMethods) in @platformatic/kafka's words.
-  const topicAdmin: KafkaTopicAdmin = {
-    listTopics: () => admin.listTopics(),
-    async createTopics(topics) {
-      for (const t of topics) {
-        try {
-          await admin.createTopics({
-            topics: [t.topic],
-            partitions: t.partitions,
-            replicas: t.replicationFactor,
-            configs: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
-          });
-        } catch (e) {
-          // Another process created it meanwhile: as if it had existed.
-          if (!hasApiError(e, 'TOPIC_ALREADY_EXISTS')) throw e;
-        }
-      }
-    },
-    async topicsServed(names, created) {
-      const m = await admin.metadata({ topics: names, forceUpdate: true });
-      const led = names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0));
-      return led && (await Promise.all(created.map((t) => partitionOffsets(t))), true);
-    },
-    async describeTopics(names) {
-      const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
-      return new Map(
-        res.map((r) => [
-          r.resourceName,
-          r.configs.map((e) => ({ name: e.name, value: e.value ?? null, own: e.configSource === ConfigSources.TOPIC_CONFIG, sensitive: e.isSensitive })),
-        ]),
-      );
-    },
-    async setTopicConfigs(updates) {
-      // IncrementalAlterConfigs sets only the settings named; the topic's others stay as they are.
-      await admin.incrementalAlterConfigs({
-        resources: updates.map(({ topic, changes }) => ({
-          resourceType: ConfigResourceTypes.TOPIC,
-          resourceName: topic,
-          configs: changes.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
-        })),
-      });
-    },
   };
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
@@ -284,15 +228,61 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
   const subscriptions = new Set<Subscription>();
 
-  return {
-    kind: 'kafka',
-    features: { consumerGroupsSharePartitions: true },
+  // The admin calls of kafkaBus in @platformatic/kafka's words.
+  const busAdmin: KafkaAdmin = {
+    listTopics: () => admin.listTopics(),
+    async createTopics(topics) {
+      for (const t of topics) {
+        try {
+          await admin.createTopics({
+            topics: [t.topic],
+            partitions: t.partitions,
+            replicas: t.replicationFactor,
+            configs: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
+          });
+        } catch (e) {
+          // Another process created it meanwhile: as if it had existed.
+          if (!hasApiError(e, 'TOPIC_ALREADY_EXISTS')) throw e;
+        }
+      }
+    },
+    async topicsServed(names, created) {
+      const m = await admin.metadata({ topics: names, forceUpdate: true });
+      const led = names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0));
+      return led && (await Promise.all(created.map((t) => partitionOffsets(t))), true);
+    },
+    async describeTopics(names) {
+      const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
+      return new Map(
+        res.map((r) => [
+          r.resourceName,
+          r.configs.map((e) => ({ name: e.name, value: e.value ?? null, own: e.configSource === ConfigSources.TOPIC_CONFIG, sensitive: e.isSensitive })),
+        ]),
+      );
+    },
+    async setTopicConfigs(updates) {
+      // IncrementalAlterConfigs sets only the settings named; the topic's others stay as they are.
+      await admin.incrementalAlterConfigs({
+        resources: updates.map(({ topic, changes }) => ({
+          resourceType: ConfigResourceTypes.TOPIC,
+          resourceName: topic,
+          configs: changes.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
+        })),
+      });
+    },
+    deleteGroup,
+    serving: () => admin.metadata({ topics: [], forceUpdate: true }),
+  };
 
-    ...kafkaTopicMethods(topicAdmin, opts.replicationFactor),
-
-    publish: publisher.publish,
-
-    async consume(o: ConsumeOptions): Promise<Subscription> {
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const parts = {
+    admin: busAdmin,
+    replicationFactor: opts.replicationFactor,
+    publishTimeoutMs,
+    producer: { lingerMs: opts.lingerMs, sendAll, brokerAway, replaceProducer },
+  };
+  return kafkaBus(parts, {
+    async consume(o) {
       const sub = await subscribe(o);
       subscriptions.add(sub);
       return {
@@ -326,27 +316,13 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
     read: (topic, ro = {}) => readTopic(topic, ro),
 
-    async deleteGroup(groupId) {
-      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
-    },
-
-    async ping() {
-      try {
-        await withTimeout(admin.metadata({ topics: [], forceUpdate: true }), 'Kafka metadata', publishTimeoutMs);
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
     async close() {
-      await publisher.close();
       await Promise.all([...subscriptions].map((s) => s.stop().catch(() => {})));
       await forceClose(producer).catch(() => {});
       if (reader) await forceClose(reader).catch(() => {});
       await admin.close().catch(() => {});
     },
-  };
+  });
 
   /**
    * A consumer group member handing batches of records, per partition, to o.handleBatch.
