@@ -20,27 +20,13 @@ import kafkajs, {
   type TopicMessages,
 } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
+import { BusUnavailableError, type Bus, type BusRecord, type ReadOptions } from './port.js';
 import {
-  BusUnavailableError,
-  type Bus,
-  type BusRecord,
-  type ConfigChange,
-  type ConsumeOptions,
-  type ReadOptions,
-  type Subscription,
-  type TopicSpec,
-} from './port.js';
-import {
-  configChanges,
-  createKafkaPublisher,
+  kafkaBus,
   keyPartitionMemo,
   sendUntilAnswered,
-  specsToAlign,
-  topicCreateConfig,
-  untilApplied,
-  untilTopicsReady,
-  withTimeout,
   type KafkaBusBaseOptions,
+  type KafkaAdmin,
   type RecordsByTopic,
   type TopicSetting,
 } from './kafkaCommon.js';
@@ -168,8 +154,13 @@ const toRecord = (topic: string, partition: number, m: KafkaMessage): BusRecord 
   timestamp: Number(m.timestamp),
 });
 
-/** A kafkajs topic setting as both adapters compare them. */
-const settingOf = (e: ConfigEntries): TopicSetting => ({ name: e.configName, value: e.configValue, own: e.configSource === ConfigSource.TOPIC_CONFIG });
+/** A kafkajs topic setting as both adapters compare them (kafkajs types configValue as a string; a sensitive one is null). */
+const settingOf = (e: ConfigEntries): TopicSetting => ({
+  name: e.configName,
+  value: e.configValue ?? null,
+  own: e.configSource === ConfigSource.TOPIC_CONFIG,
+  sensitive: e.isSensitive,
+});
 
 // kafkajs warns at every producer start when an idempotent producer's retries are bounded. They are bounded
 // on purpose: a send that cannot complete fails within publishTimeoutMs, so ingest answers 503 (nothing
@@ -283,13 +274,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       },
     );
 
-  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
-  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, connect: connectProducer, sendAll, brokerAway, replaceProducer });
-
   /**
-   * A new partition's leader named in the metadata may not serve it yet (NOT_LEADER_OR_FOLLOWER on the first
-   * ListOffsets or Produce): a created topic is ready when every partition answers its offsets. Asked by a
-   * client of its own that logs nothing: kafkajs logs each such expected refusal as an error.
+   * A created topic is ready when every partition answers its offsets (see kafkaTopicMethods). Asked by a
+   * client of its own that logs nothing: kafkajs logs each such expected refusal (NOT_LEADER_OR_FOLLOWER) as
+   * an error.
    */
   const servesOffsets = async (topics: string[]): Promise<boolean> => {
     const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
@@ -303,13 +291,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       await probe.disconnect().catch(() => {});
     }
   };
-
-  /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
-  const describeTopics = async (names: string[]): Promise<Map<string, ConfigEntries[]>> => {
-    const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
-    return new Map(res.resources.map((r) => [r.resourceName, r.configEntries]));
-  };
-  const topicSettings = async (names: string[]) => new Map([...(await describeTopics(names))].map(([t, entries]) => [t, entries.map(settingOf)]));
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
   const deleteGroup = async (groupId: string): Promise<boolean> => {
@@ -402,78 +383,80 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
   const crashed = new Set<Consumer>();
 
-  return {
-    kind: 'kafka',
-    features: { consumerGroupsSharePartitions: true },
-
-    async ensureTopics(specs: TopicSpec[]) {
+  // The admin calls of kafkaBus in kafkajs' words, each after connectAdmin.
+  const busAdmin: KafkaAdmin = {
+    listTopics: () => connectAdmin().then(() => admin.listTopics()),
+    async createTopics(topics) {
       await connectAdmin();
-      const existing = new Set(await admin.listTopics());
-      const missing = specs.filter((s) => !existing.has(s.topic));
-      if (missing.length > 0) {
-        // Not waitForLeaders: on KRaft kafkajs' wait can fail with "does not host this topic-partition"
-        // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves.
-        await admin.createTopics({
-          waitForLeaders: false,
-          topics: missing.map((s) => ({
-            topic: s.topic,
-            numPartitions: s.partitions,
-            replicationFactor: opts.replicationFactor,
-            configEntries: Object.entries(topicCreateConfig(s, opts.replicationFactor)).map(([name, value]) => ({ name, value })),
-          })),
-        });
-      }
-      const names = specs.map((s) => s.topic);
-      await untilTopicsReady(names, () =>
-        admin
-          .fetchTopicMetadata({ topics: names })
-          .then((m) => m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0)))
-          .then(async (led) => led && (missing.length === 0 || (await servesOffsets(missing.map((s) => s.topic)))))
-          .catch(() => false),
-      );
+      // Not waitForLeaders: on KRaft kafkajs' wait can fail with "does not host this topic-partition"
+      // while leaders are still being elected (tulios/kafkajs#1563). We poll the metadata ourselves (topicsServed).
+      // A topic another process created meanwhile is no error: kafkajs resolves false when every topic it was
+      // refused is TOPIC_ALREADY_EXISTS.
+      await admin.createTopics({
+        waitForLeaders: false,
+        topics: topics.map((t) => ({
+          topic: t.topic,
+          numPartitions: t.partitions,
+          replicationFactor: t.replicationFactor,
+          configEntries: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
+        })),
+      });
     },
-
-    async alignTopicConfigs(specs) {
-      const present = await specsToAlign(specs, () => connectAdmin().then(() => admin.listTopics()));
-      if (present.length === 0) return [];
-      const described = await describeTopics(present.map((s) => s.topic));
-      const changes: ConfigChange[] = [];
-      const resources = [];
-      for (const spec of present) {
-        const entries = described.get(spec.topic) ?? [];
-        const mine = configChanges(spec, entries.map(settingOf));
-        if (mine.length === 0) continue;
-        const own = new Map(entries.filter((e) => e.configSource === ConfigSource.TOPIC_CONFIG).map((e) => [e.configName, e]));
-        // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
-        // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
-        // So the topic's own settings are sent back with the changes. Read-modify-write: a setting changed by
-        // someone else between the two requests is lost; running `topics ensure` alone avoids that.
-        const sensitive = [...own.values()].filter((e) => e.isSensitive);
+    async topicsServed(names, created) {
+      await connectAdmin();
+      const m = await admin.fetchTopicMetadata({ topics: names });
+      const led = m.topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0));
+      return led && (created.length === 0 || (await servesOffsets(created)));
+    },
+    async describeTopics(names) {
+      await connectAdmin();
+      const res = await admin.describeConfigs({ includeSynonyms: false, resources: names.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) });
+      return new Map(res.resources.map((r) => [r.resourceName, r.configEntries.map(settingOf)]));
+    },
+    async setTopicConfigs(updates) {
+      // kafkajs speaks only the non-incremental AlterConfigs, which resets every topic setting it is not
+      // given to the broker default (max.message.bytes would fall to 1 MiB, refusing large bulk requests).
+      // So the topic's own settings, as described before the changes were worked out, are sent back with the
+      // changes. Read-modify-write: a setting changed by someone else between the two requests is lost;
+      // running `topics ensure` alone avoids that. A setting whose value the broker does not tell (a sensitive
+      // one) cannot be sent back: such a topic is refused, before anything is altered.
+      const resources = updates.map(({ topic, changes, settings }) => {
+        const merged = new Map<string, string>();
+        const sensitive: string[] = [];
+        for (const e of settings) {
+          if (!e.own) continue;
+          if (e.sensitive || e.value === null) sensitive.push(e.name);
+          else merged.set(e.name, e.value);
+        }
         if (sensitive.length > 0) {
           throw new Error(
-            `topic ${spec.topic} has sensitive settings (${sensitive.map((e) => e.configName).join(', ')}) that cannot be read back; set ${mine.map((c) => c.name).join(', ')} with kafka-configs.sh`,
+            `topic ${topic} has sensitive settings (${sensitive.join(', ')}) that cannot be read back; set ${changes.map((c) => c.name).join(', ')} with kafka-configs.sh`,
           );
         }
-        const merged = new Map([...own].map(([name, e]) => [name, e.configValue]));
-        for (const c of mine) merged.set(c.name, c.to);
-        resources.push({ type: ConfigResourceTypes.TOPIC, name: spec.topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) });
-        changes.push(...mine);
-      }
-      if (resources.length === 0) return changes;
-      await admin.alterConfigs({ validateOnly: false, resources });
-      return untilApplied(changes, topicSettings);
-    },
-
-    async topicConfigs(topicNames) {
-      if (topicNames.length === 0) return {};
+        for (const c of changes) merged.set(c.name, c.to);
+        return { type: ConfigResourceTypes.TOPIC, name: topic, configEntries: [...merged].map(([name, value]) => ({ name, value })) };
+      });
       await connectAdmin();
-      const described = await describeTopics(topicNames);
-      return Object.fromEntries(topicNames.map((t) => [t, Object.fromEntries((described.get(t) ?? []).map((e) => [e.configName, e.configValue]))]));
+      await admin.alterConfigs({ validateOnly: false, resources });
     },
+    deleteGroup,
+    async serving() {
+      // A consumer kafkajs gave up on: ping() answers false (see crashed).
+      if (crashed.size > 0) throw new Error('a Kafka consumer crashed and is not restarted');
+      await connectAdmin();
+      return admin.describeCluster();
+    },
+  };
 
-    publish: publisher.publish,
-
-    async consume(o: ConsumeOptions): Promise<Subscription> {
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const parts = {
+    admin: busAdmin,
+    replicationFactor: opts.replicationFactor,
+    publishTimeoutMs,
+    producer: { lingerMs: opts.lingerMs, connect: connectProducer, sendAll, brokerAway, replaceProducer },
+  };
+  return kafkaBus(parts, {
+    async consume(o) {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
       let cluster: Cluster | undefined;
       // The member this instance was before it restarted, if the store knows it (a failure to ask: join anew).
@@ -574,29 +557,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
     read: (topic, ro = {}) => readTopic(topic, ro),
 
-    async deleteGroup(groupId) {
-      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
-    },
-
-    async ping() {
-      if (crashed.size > 0) return false;
-      try {
-        await withTimeout(
-          connectAdmin().then(() => admin.describeCluster()),
-          'Kafka describeCluster',
-          publishTimeoutMs,
-        );
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
     async close() {
-      await publisher.close();
       await Promise.all([...consumers].map((c) => c.disconnect().catch(() => {})));
       await producer.disconnect().catch(() => {});
       await admin.disconnect().catch(() => {});
     },
-  };
+  });
 }

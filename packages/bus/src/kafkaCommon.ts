@@ -1,6 +1,6 @@
 import { topicLimits } from '@shopstream/contracts';
 import { counter, histogram, type Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type ConfigChange, type OutgoingRecord, type TopicSpec } from './port.js';
+import { BusUnavailableError, type Bus, type ConfigChange, type OutgoingRecord, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 import { splitForSend } from './sendSize.js';
 
@@ -57,7 +57,7 @@ async function within30s(ready: () => Promise<boolean>, failure: () => string): 
 }
 
 /** The settings a topic is created with: Shopstream's limits, then the spec's own. */
-export function topicCreateConfig(spec: TopicSpec, replicationFactor: number): Record<string, string> {
+function topicCreateConfig(spec: TopicSpec, replicationFactor: number): Record<string, string> {
   return {
     'max.message.bytes': String(topicLimits.maxMessageBytes),
     // acks=-1 means "every in-sync replica": with the broker's default of 1, a leader whose followers
@@ -67,23 +67,52 @@ export function topicCreateConfig(spec: TopicSpec, replicationFactor: number): R
   };
 }
 
-/**
- * Resolves once the topics are ready (ready(): every partition has a leader that serves it, as the adapter
- * asks; a failure to ask counts as not yet); BusUnavailableError after 30 s.
- */
-export function untilTopicsReady(names: string[], ready: () => Promise<boolean>): Promise<void> {
-  return within30s(ready, () => `Kafka topics have no leaders after 30 s: ${names.join(', ')}`);
-}
-
 /** A topic setting as the broker describes it: `own` when the topic itself sets it, not a broker default. */
 export interface TopicSetting {
   name: string;
   value: string | null;
   own: boolean;
+  /**
+   * The broker does not tell its value (value null): a client whose alter replaces every setting of a topic
+   * (kafkajs, see kafka.ts) cannot send it back, so it refuses to change such a topic's settings.
+   */
+  sensitive: boolean;
+}
+
+/** A topic ensureTopics creates, as it creates it. */
+export interface NewTopic {
+  topic: string;
+  partitions: number;
+  replicationFactor: number;
+  /** Shopstream's limits, then the spec's own settings (topicCreateConfig). */
+  settings: Record<string, string>;
+}
+
+/** What alignTopicConfigs changes on one topic, with every setting the topic had when the changes were worked out. */
+export interface TopicConfigUpdate {
+  topic: string;
+  changes: ConfigChange[];
+  settings: TopicSetting[];
+}
+
+/** The admin calls the bus's topic methods (kafkaTopicMethods) need, in each Kafka client's own words. */
+export interface KafkaTopicAdmin {
+  listTopics(): Promise<string[]>;
+  /** Creates the topics; one that another process created meanwhile is no error. */
+  createTopics(topics: NewTopic[]): Promise<void>;
+  /**
+   * Every partition of `names` has a leader, and each of `created` answers its offsets. Rejecting counts as
+   * not yet.
+   */
+  topicsServed(names: string[], created: string[]): Promise<boolean>;
+  /** Every setting in effect per topic, with where it comes from (the topic itself, or a broker default). */
+  describeTopics(names: string[]): Promise<Map<string, TopicSetting[]>>;
+  /** Sets each update's changes on its topic; every other own setting of the topics stays as it is. */
+  setTopicConfigs(updates: TopicConfigUpdate[]): Promise<void>;
 }
 
 /** The specs of alignTopicConfigs that set topic settings, of the topics that exist (it creates none). */
-export async function specsToAlign(specs: TopicSpec[], listTopics: () => Promise<string[]>): Promise<TopicSpec[]> {
+async function specsToAlign(specs: TopicSpec[], listTopics: () => Promise<string[]>): Promise<TopicSpec[]> {
   const wanted = specs.filter((s) => s.config && Object.keys(s.config).length > 0);
   if (wanted.length === 0) return [];
   const existing = new Set(await listTopics());
@@ -91,7 +120,7 @@ export async function specsToAlign(specs: TopicSpec[], listTopics: () => Promise
 }
 
 /** What setting spec's config on its topic changes, given the topic's settings now. */
-export function configChanges(spec: TopicSpec, settings: TopicSetting[]): ConfigChange[] {
+function configChanges(spec: TopicSpec, settings: TopicSetting[]): ConfigChange[] {
   const own = new Map(settings.filter((s) => s.own).map((s) => [s.name, s]));
   const changes: ConfigChange[] = [];
   for (const [name, to] of Object.entries(spec.config ?? {})) {
@@ -108,7 +137,7 @@ export function configChanges(spec: TopicSpec, settings: TopicSetting[]): Config
  * so a describe right after may still show the old values. Resolves with the changes once every one reads
  * back as the topic's own setting, as the port says; BusUnavailableError after 30 s.
  */
-export async function untilApplied(changes: ConfigChange[], describe: (topics: string[]) => Promise<Map<string, TopicSetting[]>>): Promise<ConfigChange[]> {
+async function untilApplied(changes: ConfigChange[], describe: (topics: string[]) => Promise<Map<string, TopicSetting[]>>): Promise<ConfigChange[]> {
   const topics = [...new Set(changes.map((c) => c.topic))];
   let pending = changes;
   await within30s(
@@ -120,6 +149,55 @@ export async function untilApplied(changes: ConfigChange[], describe: (topics: s
     () => `Kafka has not applied ${pending.map((c) => `${c.topic} ${c.name}=${c.to}`).join(', ')} after 30 s`,
   );
   return changes;
+}
+
+/** The topic methods of both adapters' Bus: one algorithm, each client's admin calls behind `admin`. */
+function kafkaTopicMethods(admin: KafkaTopicAdmin, replicationFactor: number): Pick<Bus, 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs'> {
+  return {
+    async ensureTopics(specs) {
+      const existing = new Set(await admin.listTopics());
+      const missing = specs.filter((s) => !existing.has(s.topic));
+      if (missing.length > 0) {
+        await admin.createTopics(
+          missing.map((s) => ({ topic: s.topic, partitions: s.partitions, replicationFactor, settings: topicCreateConfig(s, replicationFactor) })),
+        );
+      }
+      // A new partition's leader named in the metadata may not serve it yet (NOT_LEADER_OR_FOLLOWER on the first
+      // ListOffsets or Produce): ready when every partition has a leader and the new topics answer their offsets.
+      const names = specs.map((s) => s.topic);
+      const created = missing.map((s) => s.topic);
+      await within30s(
+        () => admin.topicsServed(names, created).catch(() => false),
+        () => `Kafka topics have no leaders after 30 s: ${names.join(', ')}`,
+      );
+    },
+
+    async alignTopicConfigs(specs) {
+      const present = await specsToAlign(specs, () => admin.listTopics());
+      if (present.length === 0) return [];
+      const described = await admin.describeTopics(present.map((s) => s.topic));
+      const updates = present.flatMap((spec): TopicConfigUpdate[] => {
+        const settings = described.get(spec.topic) ?? [];
+        const changes = configChanges(spec, settings);
+        return changes.length > 0 ? [{ topic: spec.topic, changes, settings }] : [];
+      });
+      if (updates.length === 0) return [];
+      await admin.setTopicConfigs(updates);
+      return untilApplied(
+        updates.flatMap((u) => u.changes),
+        (topics) => admin.describeTopics(topics),
+      );
+    },
+
+    // Own and default settings alike; a setting the broker describes without a value (a sensitive one) is left out.
+    async topicConfigs(names) {
+      if (names.length === 0) return {};
+      const described = await admin.describeTopics(names);
+      return Object.fromEntries(
+        names.map((t) => [t, Object.fromEntries((described.get(t) ?? []).flatMap((s) => (s.value === null ? [] : [[s.name, s.value]])))]),
+      );
+    },
+  };
 }
 
 /**
@@ -198,7 +276,7 @@ function createBrokerGate() {
 export type RecordsByTopic = Map<string, OutgoingRecord[]>;
 
 /** What an adapter gives createKafkaPublisher: its producer, behind these. */
-export interface KafkaPublisherOptions {
+interface KafkaPublisherOptions {
   lingerMs?: number;
   publishTimeoutMs: number;
   /** Before each send, within its own publishTimeoutMs: connects the current producer, where the client wants that. */
@@ -214,7 +292,7 @@ export interface KafkaPublisherOptions {
   replaceProducer(): void;
 }
 
-export interface KafkaPublisher {
+interface KafkaPublisher {
   /** Bus.publish: resolves once the broker acknowledged every record; BusUnavailableError otherwise. */
   publish(topic: string, records: OutgoingRecord[]): Promise<void>;
   /** Sends what is pending and waits for the send in flight. */
@@ -229,7 +307,7 @@ export interface KafkaPublisher {
  * does not finish within publishTimeoutMs rejects every publish in it with BusUnavailableError and replaces the
  * producer. While the broker is away, publishes fail at once (createBrokerGate).
  */
-export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
+function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
   const gate = createBrokerGate();
   const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
     lingerMs: o.lingerMs ?? 2,
@@ -271,5 +349,57 @@ export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
       }
     },
     close: () => batcher.close(),
+  };
+}
+
+/** The admin calls of a Kafka adapter's Bus that kafkaBus makes, in the client's own words. */
+export interface KafkaAdmin extends KafkaTopicAdmin {
+  /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
+  deleteGroup(groupId: string): Promise<boolean>;
+  /** Resolves once the bus serves: Kafka answered a request any live cluster answers at once. Bus.ping. */
+  serving(): Promise<unknown>;
+}
+
+/** What kafkaBus makes a Bus of, from an adapter. */
+interface KafkaBusParts {
+  admin: KafkaAdmin;
+  replicationFactor: number;
+  /** How long a publish may wait for the broker (createKafkaPublisher), and ping for its answer. */
+  publishTimeoutMs: number;
+  /** The adapter's producer, for createKafkaPublisher. */
+  producer: Omit<KafkaPublisherOptions, 'publishTimeoutMs'>;
+}
+
+/** What each adapter's Bus has in its own client's words. */
+type KafkaBusOwn = Omit<Bus, 'kind' | 'features' | 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs' | 'publish' | 'deleteGroup' | 'ping'>;
+
+/**
+ * A Kafka adapter's Bus: what both adapters are alike (a Kafka bus whose group members share partitions, the
+ * topic methods over the adapter's admin, deleteGroup and ping, the publish path of createKafkaPublisher over
+ * the adapter's producer, closed before the rest), and its own methods.
+ */
+export function kafkaBus(o: KafkaBusParts, own: KafkaBusOwn): Bus {
+  const publisher = createKafkaPublisher({ ...o.producer, publishTimeoutMs: o.publishTimeoutMs });
+  return {
+    kind: 'kafka',
+    features: { consumerGroupsSharePartitions: true },
+    ...kafkaTopicMethods(o.admin, o.replicationFactor),
+    publish: publisher.publish,
+    async deleteGroup(groupId) {
+      if (!(await o.admin.deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
+    },
+    async ping() {
+      try {
+        await withTimeout(o.admin.serving(), 'Kafka ping', o.publishTimeoutMs);
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    ...own,
+    async close() {
+      await publisher.close();
+      await own.close();
+    },
   };
 }

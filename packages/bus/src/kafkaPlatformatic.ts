@@ -12,31 +12,9 @@ import {
   type MessagesStream,
   type MessageToProduce,
 } from '@platformatic/kafka';
-import {
-  BusUnavailableError,
-  type Bus,
-  type BusRecord,
-  type ConfigChange,
-  type ConsumeOptions,
-  type ReadOptions,
-  type Subscription,
-  type TopicSpec,
-} from './port.js';
+import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
-import {
-  configChanges,
-  createKafkaPublisher,
-  keyPartitionMemo,
-  sendUntilAnswered,
-  specsToAlign,
-  topicCreateConfig,
-  untilApplied,
-  untilTopicsReady,
-  withTimeout,
-  type KafkaBusBaseOptions,
-  type RecordsByTopic,
-  type TopicSetting,
-} from './kafkaCommon.js';
+import { kafkaBus, keyPartitionMemo, sendUntilAnswered, withTimeout, type KafkaBusBaseOptions, type KafkaAdmin, type RecordsByTopic } from './kafkaCommon.js';
 
 export interface PlatformaticKafkaBusOptions extends KafkaBusBaseOptions {
   /**
@@ -172,9 +150,6 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     });
   };
 
-  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
-  const publisher = createKafkaPublisher({ lingerMs: opts.lingerMs, publishTimeoutMs, sendAll, brokerAway, replaceProducer });
-
   /** Each partition's first offset still held and log end, in partition order. */
   const partitionOffsets = async (topic: string) => {
     const md = await admin.metadata({ topics: [topic], forceUpdate: true });
@@ -184,14 +159,6 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     const [low, high] = await Promise.all([ask(-2n), ask(-1n)]);
     const at = (res: typeof low, p: number) => res[0].partitions.find((x) => x.partitionIndex === p)!.offset;
     return Array.from({ length: count }, (_, partition) => ({ partition, low: at(low, partition), high: at(high, partition) }));
-  };
-
-  /** Every setting in effect per topic, with whether the topic itself sets it (or a broker default). */
-  const describeTopics = async (names: string[]): Promise<Map<string, TopicSetting[]>> => {
-    const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
-    return new Map(
-      res.map((r) => [r.resourceName, r.configs.map((e) => ({ name: e.name, value: e.value ?? null, own: e.configSource === ConfigSources.TOPIC_CONFIG }))]),
-    );
   };
 
   /** Deletes a consumer group; true when it is gone (or never existed), false while it still has members. */
@@ -261,68 +228,61 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
   const subscriptions = new Set<Subscription>();
 
-  return {
-    kind: 'kafka',
-    features: { consumerGroupsSharePartitions: true },
-
-    async ensureTopics(specs: TopicSpec[]) {
-      const existing = new Set(await admin.listTopics());
-      const missing = specs.filter((s) => !existing.has(s.topic));
-      for (const s of missing) {
+  // The admin calls of kafkaBus in @platformatic/kafka's words.
+  const busAdmin: KafkaAdmin = {
+    listTopics: () => admin.listTopics(),
+    async createTopics(topics) {
+      for (const t of topics) {
         try {
           await admin.createTopics({
-            topics: [s.topic],
-            partitions: s.partitions,
-            replicas: opts.replicationFactor,
-            configs: Object.entries(topicCreateConfig(s, opts.replicationFactor)).map(([name, value]) => ({ name, value })),
+            topics: [t.topic],
+            partitions: t.partitions,
+            replicas: t.replicationFactor,
+            configs: Object.entries(t.settings).map(([name, value]) => ({ name, value })),
           });
         } catch (e) {
           // Another process created it meanwhile: as if it had existed.
           if (!hasApiError(e, 'TOPIC_ALREADY_EXISTS')) throw e;
         }
       }
-      // A new partition's leader named in the metadata may not serve it yet: ready when every partition has a
-      // leader and the new topics answer their offsets.
-      const names = specs.map((s) => s.topic);
-      await untilTopicsReady(names, () =>
-        admin
-          .metadata({ topics: names, forceUpdate: true })
-          .then((m) => names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0)))
-          .then(async (led) => led && (await Promise.all(missing.map((s) => partitionOffsets(s.topic))), true))
-          .catch(() => false),
+    },
+    async topicsServed(names, created) {
+      const m = await admin.metadata({ topics: names, forceUpdate: true });
+      const led = names.every((t) => (m.topics.get(t)?.partitions.length ?? 0) > 0 && m.topics.get(t)!.partitions.every((p) => p.leader >= 0));
+      return led && (await Promise.all(created.map((t) => partitionOffsets(t))), true);
+    },
+    async describeTopics(names) {
+      const res = await admin.describeConfigs({ resources: names.map((resourceName) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName })) });
+      return new Map(
+        res.map((r) => [
+          r.resourceName,
+          r.configs.map((e) => ({ name: e.name, value: e.value ?? null, own: e.configSource === ConfigSources.TOPIC_CONFIG, sensitive: e.isSensitive })),
+        ]),
       );
     },
-
-    async alignTopicConfigs(specs) {
-      const present = await specsToAlign(specs, () => admin.listTopics());
-      if (present.length === 0) return [];
-      const described = await describeTopics(present.map((s) => s.topic));
-      const changes = present.flatMap((spec) => configChanges(spec, described.get(spec.topic) ?? []));
-      if (changes.length === 0) return [];
+    async setTopicConfigs(updates) {
       // IncrementalAlterConfigs sets only the settings named; the topic's others stay as they are.
-      const byTopic = new Map<string, ConfigChange[]>();
-      for (const c of changes) byTopic.set(c.topic, [...(byTopic.get(c.topic) ?? []), c]);
       await admin.incrementalAlterConfigs({
-        resources: [...byTopic].map(([resourceName, cs]) => ({
+        resources: updates.map(({ topic, changes }) => ({
           resourceType: ConfigResourceTypes.TOPIC,
-          resourceName,
-          configs: cs.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
+          resourceName: topic,
+          configs: changes.map((c) => ({ name: c.name, configOperation: IncrementalAlterConfigOperationTypes.SET, value: c.to })),
         })),
       });
-      return untilApplied(changes, describeTopics);
     },
+    deleteGroup,
+    serving: () => admin.metadata({ topics: [], forceUpdate: true }),
+  };
 
-    async topicConfigs(topicNames) {
-      if (topicNames.length === 0) return {};
-      const described = await describeTopics(topicNames);
-      return Object.fromEntries(
-        topicNames.map((t) => [t, Object.fromEntries((described.get(t) ?? []).filter((e) => e.value !== null).map((e) => [e.name, e.value as string]))]),
-      );
-    },
-
-    publish: publisher.publish,
-
-    async consume(o: ConsumeOptions): Promise<Subscription> {
+  // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
+  const parts = {
+    admin: busAdmin,
+    replicationFactor: opts.replicationFactor,
+    publishTimeoutMs,
+    producer: { lingerMs: opts.lingerMs, sendAll, brokerAway, replaceProducer },
+  };
+  return kafkaBus(parts, {
+    async consume(o) {
       const sub = await subscribe(o);
       subscriptions.add(sub);
       return {
@@ -356,27 +316,13 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
     read: (topic, ro = {}) => readTopic(topic, ro),
 
-    async deleteGroup(groupId) {
-      if (!(await deleteGroup(groupId))) throw new Error(`consumer group ${groupId} still has members: stop them first`);
-    },
-
-    async ping() {
-      try {
-        await withTimeout(admin.metadata({ topics: [], forceUpdate: true }), 'Kafka metadata', publishTimeoutMs);
-        return true;
-      } catch {
-        return false;
-      }
-    },
-
     async close() {
-      await publisher.close();
       await Promise.all([...subscriptions].map((s) => s.stop().catch(() => {})));
       await forceClose(producer).catch(() => {});
       if (reader) await forceClose(reader).catch(() => {});
       await admin.close().catch(() => {});
     },
-  };
+  });
 
   /**
    * A consumer group member handing batches of records, per partition, to o.handleBatch.
