@@ -28,7 +28,7 @@ describe('migration steps (migrations/<owner>/NNN_name.sql)', () => {
   it('gives each table-owning step its parts in owner order', async () => {
     const steps = new Map((await migrationSteps()).map((s) => [s.name, s.parts.map((p) => p.owner)]));
     expect(steps.get('001_core.sql')).toEqual(['bus', 'http', 'ingest-api']);
-    expect(steps.get('002_activities_flows.sql')).toEqual(['activity-projector', 'flows', 'flow-matcher']);
+    expect(steps.get('002_activities_flows.sql')).toEqual(['bus', 'activity-projector', 'flows', 'flow-matcher']);
     expect(steps.get('003_conversations.sql')).toEqual(['http', 'conversation-projector', 'query-api']);
     expect(steps.get('017_embedded_demo.sql')).toEqual(['all-in-one']);
     for (const parts of steps.values()) expect(parts.every((o) => (migrationOwners as readonly string[]).includes(o))).toBe(true);

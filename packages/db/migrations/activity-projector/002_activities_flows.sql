@@ -27,15 +27,3 @@ CREATE TABLE IF NOT EXISTS contact_timeline (
   PRIMARY KEY (shop_id, contact_id, activity_id)
 );
 CREATE INDEX IF NOT EXISTS contact_timeline_order ON contact_timeline (shop_id, contact_id, event_time DESC, activity_id DESC);
-
--- Transactional outboxes: rows written in the projection's transaction, published after it commits and
--- deleted once the log acknowledged them. A crash in between leaves the rows for the next drain, so a
--- record is published at least once, with the same value.
-CREATE TABLE IF NOT EXISTS metric_outbox (
-  seq         bigserial PRIMARY KEY,
-  shop_id     uuid NOT NULL,
-  key         text NOT NULL,
-  value       text NOT NULL,
-  headers     jsonb NOT NULL,
-  created_at  timestamptz NOT NULL DEFAULT now()
-);
