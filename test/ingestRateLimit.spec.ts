@@ -26,11 +26,12 @@ afterAll(async () => {
 });
 
 const event = (i: number) => ({ name: `Viewed ${i}`, metric: { metric_name: 'viewed_product', value: i } });
-type Answer = { status: number; body: any; headers: Headers };
+type Answer = { status: number; body: any; headers: Headers; ms: number };
 async function post(base: string, headers: Record<string, string>, path: string, body: unknown): Promise<Answer> {
+  const sent = performance.now();
   const res = await fetch(`${base}/v2026-04${path}`, { method: 'POST', headers, body: JSON.stringify(body) });
   const text = await res.text();
-  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+  return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers, ms: performance.now() - sent };
 }
 const count = (as: Answer[], status: number) => as.filter((a) => a.status === status).length;
 
@@ -88,14 +89,18 @@ describe('burst of 20/s (steady 1,000/min), chunks of 5', () => {
   });
 });
 
-describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5)', () => {
+const HOLD_MS = 150;
+describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5, its 429s held 75-150 ms)', () => {
   let base: string;
   let rt: Runtime;
   beforeAll(async () => {
     ({
       rt,
       server: { baseUrl: base },
-    } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '5', INGEST_RATE_LIMIT_PER_MINUTE: '10', INGEST_RATE_LIMIT_CHUNK: '5' }, 'rl-shed'));
+    } = await serve(
+      { INGEST_RATE_LIMIT_PER_SECOND: '5', INGEST_RATE_LIMIT_PER_MINUTE: '10', INGEST_RATE_LIMIT_CHUNK: '5', INGEST_RATE_LIMIT_HOLD_MS: String(HOLD_MS) },
+      'rl-shed',
+    ));
   });
   const shedCount = async () => {
     const text = await (await fetch(`${base}/metrics`)).text();
@@ -117,6 +122,8 @@ describe('a producer held over its limit (burst 5/s, steady 10/min, chunks of 5)
     const shed = (await shedCount()) - shedBefore;
     expect(shed).toBeGreaterThan(20);
     expect(shed).toBeLessThanOrEqual(refused.length);
+    // Each shed 429 was held (half to all of HOLD_MS) before it was sent: the producer's next request waited.
+    expect(refused.filter((x) => x.ms >= HOLD_MS / 2).length).toBeGreaterThanOrEqual(shed);
     const text = await (await fetch(`${base}/metrics`)).text();
     const counted = [...text.matchAll(/^shopstream_http_requests_total\{[^}]*route="\/v2026-04\/events\/(?:bulk\/)?",status="429"\} (\S+)$/gm)].reduce(
       (n, m) => n + Number(m[1]),

@@ -380,7 +380,15 @@ export const leaderFailover: Scenario = {
         noneRow('doubled (an activity twice on a timeline)', Number(tl.doubled)),
         { measure: 'stored though not answered 202', value: Number(extra.n), unit: '(503s or timeouts that landed: allowed)' },
         { measure: 'new leader of the busiest partition', value: newLeader === undefined ? 'none' : `node ${newLeader}`, unit: `after ${sec(electedMs)} s` },
-        withinRow('ingest 202s at the normal rate again after the kill', rateBackMs, 5_000),
+        // From the kill, Kafka's part comes first: the controller fences the dead node (broker.session.timeout.ms)
+        // and elects a new leader, 3 to 6 s here with the same settings. What the producer controls is how soon
+        // after that election it answers 202 at the normal rate again: that is the goal.
+        { measure: 'ingest 202s at the normal rate again after the kill', value: sec(rateBackMs), unit: 's' },
+        withinRow(
+          '  after the new leader was elected',
+          rateBackMs === undefined || electedMs === undefined ? undefined : Math.max(0, rateBackMs - electedMs),
+          2_000,
+        ),
         { measure: 'every request sent from then on answered 202', value: sec(allOkFromMs), unit: 's after the kill' },
         {
           measure: 'requests for other partitions not answered 202 after the kill',
@@ -439,7 +447,7 @@ export const leaderFailover: Scenario = {
         defaults
           ? 'Broker heartbeat and session timeouts: Kafka defaults (2 s, 9 s).'
           : 'Brokers heartbeat every 500 ms and are fenced after 3 s without one (broker.heartbeat.interval.ms, broker.session.timeout.ms; Kafka defaults 2 s and 9 s): a dead leader is replaced only once the controller fences it.',
-        'Times count from the kill; "normal rate" is 90% of the 202s per second of the 4 s before it, by answer time.',
+        'Times count from the kill, but for the goal on the normal rate, which counts from the new leader\'s election (fencing and electing are the cluster\'s, the same for any client); "normal rate" is 90% of the 202s per second of the 4 s before the kill, by answer time.',
       ],
     };
   },

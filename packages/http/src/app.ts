@@ -65,6 +65,8 @@ export interface ShedAnswer {
   requestId: string;
   shopId: string;
   apiKeyId: string;
+  /** The answer's status: it may be sent later than it is decided (see HeldAnswers). */
+  status: number;
 }
 
 /**
@@ -79,7 +81,8 @@ export function shedHandler(service: string, logger: Logger, sheds: ((req: Incom
       const a = answer(req, res);
       if (!a) continue;
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const labels = { service, method: req.method ?? '', route: a.route, status: String(res.statusCode) };
+      // The time is the server's work on the request, without the hold of a held answer.
+      const labels = { service, method: req.method ?? '', route: a.route, status: String(a.status) };
       requests.inc(labels);
       latency.observe(labels, seconds);
       shed.inc({ service, route: a.route, status: labels.status });
@@ -90,7 +93,7 @@ export function shedHandler(service: string, logger: Logger, sheds: ((req: Incom
           api_key_id: a.apiKeyId,
           method: req.method,
           path: a.route,
-          status: res.statusCode,
+          status: a.status,
           ms: Math.round(seconds * 1e4) / 10,
         },
         'request',

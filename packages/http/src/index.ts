@@ -15,6 +15,7 @@ export {
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
 export { bearerSecret, requireAuth } from './auth.js';
 export { listen, type RunningServer, type ShedHandler } from './server.js';
+export { HeldAnswers } from './heldAnswers.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
 export { LeasedRateLimiter, type LeasedRateLimitOptions, type RateDecision } from './leasedRateLimit.js';

@@ -5,6 +5,7 @@ import {
   ApiError,
   bearerSecret,
   defineRoute,
+  HeldAnswers,
   LeasedRateLimiter,
   mountRoutes,
   requestIdOf,
@@ -69,6 +70,7 @@ const SHED_ROUTES = new Set(['/v2026-04/events/', '/v2026-04/events/bulk/']);
  */
 export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: IncomingMessage, res: ServerResponse) => ShedAnswer | false) | undefined {
   if (!limiter.enabled) return undefined;
+  const held = new HeldAnswers(rt.env.INGEST_RATE_LIMIT_HOLD_MS);
   return (req, res) => {
     if (req.method !== 'POST' || !SHED_ROUTES.has(req.url ?? '')) return false;
     const secret = bearerSecret(req.headers.authorization);
@@ -81,9 +83,12 @@ export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: I
     const d = limiter.rejectNow(key.id, shopId);
     if (!d) return false;
     const requestId = requestIdOf(req, rt.env.TRUST_REQUEST_ID);
-    res.setHeader('X-Request-Id', requestId);
-    sendError(res, requestId, limiter.error(d));
-    return { route: req.url!, requestId, shopId, apiKeyId: key.id };
+    const error = limiter.error(d);
+    held.hold(res, () => {
+      res.setHeader('X-Request-Id', requestId);
+      sendError(res, requestId, error);
+    });
+    return { route: req.url!, requestId, shopId, apiKeyId: key.id, status: 429 };
   };
 }
 
