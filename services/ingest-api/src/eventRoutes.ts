@@ -67,6 +67,9 @@ const SHED_ROUTES = new Set(['/v2026-04/events/', '/v2026-04/events/bulk/']);
  * fraction of what the same 429 cost through the router and middleware (see faults/README.md,
  * noisy-neighbour). Anything else (a key not in the cache, another shop, a bucket that may hold a token, a
  * query string) goes on to express, which answers it as before; so does every request when the limit is off.
+ * The 429 is held for a while before it is sent (INGEST_RATE_LIMIT_HOLD_MS, see HeldAnswers): its Retry-After and
+ * RateLimit headers are those of the moment it was decided, at most that hold earlier, so a client waits a little
+ * longer than it had to, never less.
  */
 export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: IncomingMessage, res: ServerResponse) => ShedAnswer | false) | undefined {
   if (!limiter.enabled) return undefined;
