@@ -38,7 +38,7 @@ export class HeldAnswers {
     return this.held.size;
   }
 
-  /** Sends every held answer now (as on shutdown). */
+  /** Sends every held answer now, without waiting out its hold (a stopping server need not: it waits for them). */
   release(): void {
     for (const h of [...this.held]) {
       clearTimeout(h.timer);
