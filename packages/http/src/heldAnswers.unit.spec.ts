@@ -5,16 +5,17 @@ import { HeldAnswers } from './heldAnswers.js';
 /** A response as HeldAnswers sees one: only whether its client is still there and unanswered. */
 const response = (state: { destroyed?: boolean; writableEnded?: boolean } = {}) =>
   ({ destroyed: false, writableEnded: false, ...state }) as http.ServerResponse;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('HeldAnswers', () => {
   it('sends each answer after half to all of the hold, none at once', async () => {
     const held = new HeldAnswers(40);
     const sent: number[] = [];
-    for (let i = 0; i < 20; i++) held.hold(response(), () => sent.push(i));
+    let allSent!: () => void;
+    const done = new Promise<void>((resolve) => (allSent = resolve));
+    for (let i = 0; i < 20; i++) held.hold(response(), () => sent.push(i) === 20 && allSent());
     expect(sent).toEqual([]);
     expect(held.size).toBe(20);
-    await sleep(150);
+    await done;
     expect(sent.sort((a, b) => a - b)).toEqual([...Array(20).keys()]);
     expect(held.size).toBe(0);
   });
