@@ -1,7 +1,9 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
-import { topicNames, type TopicNames } from '@shopstream/bus';
+import { createKafkaBus, ownedTopicSpecs, topicNames, type TopicNames } from '@shopstream/bus';
+import { loadEnv } from '@shopstream/config';
+import { createLogger } from '@shopstream/telemetry';
 import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
 import { spawnChild, type Child } from './children.js';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
@@ -160,19 +162,21 @@ export class Bench {
     return new Kafka({ clientId, brokers: this.infra.brokers, logLevel: logLevel.WARN });
   }
 
-  /** Creates this scenario's topics now (the services would at start), with the services' partition count. */
+  /**
+   * Creates this scenario's topics now, as the services would at start (the bus's ensureTopics with the
+   * services' specs and settings: max.message.bytes, retention), with the services' partition count.
+   */
   async createTopics(): Promise<void> {
-    const admin = this.kafka().admin();
-    await admin.connect();
+    const bus = await createKafkaBus({
+      brokers: this.infra.brokers,
+      clientId: 'shopstream-bench-topics',
+      replicationFactor: 1,
+      logger: createLogger('bench', 'warn'),
+    });
     try {
-      const t = this.topics;
-      const names = [t.events, t.metrics, t.flowTriggers, t.conversations];
-      await admin.createTopics({
-        waitForLeaders: true,
-        topics: [...names, ...names.map((n) => t.dlq(n))].map((topic) => ({ topic, numPartitions: PARTITIONS, replicationFactor: 1 })),
-      });
+      await bus.ensureTopics(ownedTopicSpecs(this.topics, { partitions: PARTITIONS, derivedRetentionMs: loadEnv({}).DERIVED_TOPIC_RETENTION_MS }));
     } finally {
-      await admin.disconnect();
+      await bus.close();
     }
   }
 

@@ -63,6 +63,15 @@ function brokerAway(e: unknown): boolean {
   return false;
 }
 
+/** Whether a failed send says a partition's records were larger than the topic takes (kafkajs' protocol error type). */
+function tooLarge(e: unknown): boolean {
+  for (let err = e as { type?: string; originalError?: unknown; cause?: unknown } | undefined, depth = 0; err && depth < 5; depth++) {
+    if (err.type === 'MESSAGE_TOO_LARGE' || err.type === 'RECORD_LIST_TOO_LARGE') return true;
+    err = (err.originalError ?? err.cause) as typeof err;
+  }
+  return false;
+}
+
 /**
  * kafkajs' default partitioner, remembering the partition of each key: it hashes every message's key
  * (murmur2 over a fresh Buffer) and filters the partition list per message, while our records carry few
@@ -453,7 +462,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,
-    producer: { lingerMs: opts.lingerMs, connect: connectProducer, sendAll, brokerAway, replaceProducer },
+    producer: { lingerMs: opts.lingerMs, connect: connectProducer, sendAll, brokerAway, tooLarge, replaceProducer },
   };
   return kafkaBus(parts, {
     async consume(o) {

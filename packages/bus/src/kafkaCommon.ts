@@ -1,6 +1,6 @@
 import { topicLimits } from '@shopstream/contracts';
 import { counter, histogram, type Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type ConfigChange, type OutgoingRecord, type TopicSpec } from './port.js';
+import { BusUnavailableError, RecordsTooLargeError, type Bus, type ConfigChange, type OutgoingRecord, type TopicSpec } from './port.js';
 import { createMicroBatcher } from './microBatcher.js';
 import { splitForSend } from './sendSize.js';
 
@@ -34,6 +34,28 @@ const resentRecords = counter(
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * An error's message with the distinct messages of the errors it gathered (AggregateError.errors, as
+ * @platformatic/kafka reports a send's retries) and of its causes: "Producing messages failed." alone does not
+ * tell ops which partition refused what.
+ */
+export function errorSummary(e: unknown): string {
+  const leaves = new Set<string>();
+  const seen = new Set<unknown>();
+  const walk = (err: unknown, depth: number) => {
+    if (!err || typeof err !== 'object' || depth > 6 || seen.has(err)) return;
+    seen.add(err);
+    const x = err as { message?: string; errors?: unknown[]; cause?: unknown; apiId?: string };
+    const inner = [...(x.errors ?? []), ...(x.cause ? [x.cause] : [])];
+    if (inner.length === 0 || depth > 0) leaves.add(x.apiId ? `${x.message} (${x.apiId})` : String(x.message));
+    for (const i of inner) walk(i, depth + 1);
+  };
+  walk(e, 0);
+  const first = (e as Error)?.message ?? String(e);
+  leaves.delete(first);
+  return leaves.size === 0 ? first : `${first} (${[...leaves].slice(0, 5).join('; ')})`;
+}
 
 /** p, or BusUnavailableError once it has not settled within ms. */
 export function withTimeout<T>(p: Promise<T>, what: string, ms: number): Promise<T> {
@@ -288,6 +310,8 @@ interface KafkaPublisherOptions {
   sendAll(byTopic: RecordsByTopic): Promise<void>;
   /** Whether a failed send says the broker is away (unreachable, no answer in time), not that it refused these records. */
   brokerAway(e: unknown): boolean;
+  /** Whether a failed send says a partition's records were larger than its topic takes (RecordsTooLargeError). */
+  tooLarge(e: unknown): boolean;
   /** After a failed or timed-out send: a new producer for the next send, the failed one never reused (see kafka.ts). */
   replaceProducer(): void;
 }
@@ -333,7 +357,9 @@ function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
         end({ outcome: 'error' });
         gate.failed(o.brokerAway(e));
         o.replaceProducer();
-        throw e instanceof BusUnavailableError ? e : new BusUnavailableError(`Kafka did not take the records: ${(e as Error).message}`, { cause: e });
+        if (e instanceof BusUnavailableError) throw e;
+        const Refused = o.tooLarge(e) ? RecordsTooLargeError : BusUnavailableError;
+        throw new Refused(`Kafka did not take the records: ${errorSummary(e)}`, { cause: e });
       } finally {
         gate.flushed(probe);
       }

@@ -51,6 +51,9 @@ function hasApiError(e: unknown, apiId: string): boolean {
   return !!(e as { findBy?: (p: string, v: unknown) => unknown })?.findBy?.('apiId', apiId);
 }
 
+/** Whether a failed send says a partition's records were larger than the topic takes. */
+const tooLarge = (e: unknown) => hasApiError(e, 'MESSAGE_TOO_LARGE') || hasApiError(e, 'RECORD_LIST_TOO_LARGE');
+
 /** Closes a client and whatever streams it still has open (its close(true) overload returns no promise). */
 const forceClose = (c: { close(force: boolean, cb: (e?: Error | null) => void): void }) =>
   new Promise<void>((resolve, reject) => c.close(true, (e) => (e ? reject(e) : resolve())));
@@ -279,7 +282,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,
-    producer: { lingerMs: opts.lingerMs, sendAll, brokerAway, replaceProducer },
+    producer: { lingerMs: opts.lingerMs, sendAll, brokerAway, tooLarge, replaceProducer },
   };
   return kafkaBus(parts, {
     async consume(o) {

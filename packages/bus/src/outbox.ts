@@ -1,6 +1,6 @@
 import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, type Logger } from '@shopstream/telemetry';
-import type { Bus, OutgoingRecord } from './port.js';
+import { RecordsTooLargeError, type Bus, type OutgoingRecord } from './port.js';
 
 const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
@@ -60,12 +60,24 @@ const outboxRow = (r: Row): OutboxRow => ({
   record: { key: String(r.key), value: String(r.value), headers: r.headers as Record<string, string> },
 });
 
-/** The rows in insertion order, in one publish: the adapter splits it into sends by size (splitForSend). */
-async function publishRows(bus: Bus, topic: string, rows: OutboxRow[]): Promise<void> {
-  await bus.publish(
-    topic,
-    rows.map((r) => r.record),
-  );
+/**
+ * Publishes the rows in insertion order, in one publish (the adapter splits it into sends by size, splitForSend),
+ * and returns how many of the first rows went out: all of them, or, when the log refused them as larger than the
+ * topic takes (a topic created elsewhere with a smaller max.message.bytes than Shopstream's), the longest
+ * prefix of halves it took. Rejects when not even the first row goes out.
+ */
+async function publishRows(bus: Bus, topic: string, rows: OutboxRow[]): Promise<number> {
+  for (let n = rows.length; ; n = Math.ceil(n / 2)) {
+    try {
+      await bus.publish(
+        topic,
+        rows.slice(0, n).map((r) => r.record),
+      );
+      return n;
+    } catch (e) {
+      if (!(e instanceof RecordsTooLargeError) || n === 1) throw e;
+    }
+  }
 }
 
 /**
@@ -78,7 +90,8 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
   const names = o.legacyName ? [o.topic, `@${o.legacyName}`] : [o.topic];
   let total = 0;
   for (;;) {
-    let n: number;
+    /** Rows taken this round, and how many of them went out (all, or a prefix: publishRows). */
+    let round: { taken: number; sent: number };
     if (o.db.kind === 'pglite') {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
@@ -88,13 +101,11 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
         sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize}`,
         outboxRow,
       );
-      if (rows.length > 0) {
-        await publishRows(o.bus, o.topic, rows);
-        await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
-      }
-      n = rows.length;
+      const sent = rows.length > 0 ? await publishRows(o.bus, o.topic, rows) : 0;
+      if (sent > 0) await o.db.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.slice(0, sent).map((r) => r.seq)}::bigint[])`);
+      round = { taken: rows.length, sent };
     } else {
-      n = await o.db.tx(async (tx) => {
+      round = await o.db.tx(async (tx) => {
         // One relay at a time per topic, across processes: records go out in insertion order, which keeps
         // each shop's records in order even when a timer and a consumer of another replica relay together.
         await tx.query(sql`SELECT pg_advisory_xact_lock(74202, hashtext(${o.topic}))`);
@@ -103,15 +114,15 @@ export async function relayOutbox(o: RelayOptions): Promise<number> {
           sql`SELECT seq, key, value, headers FROM outbox WHERE topic = ANY(${names}::text[]) ORDER BY seq LIMIT ${batchSize} FOR UPDATE SKIP LOCKED`,
           outboxRow,
         );
-        if (rows.length === 0) return 0;
-        await publishRows(o.bus, o.topic, rows);
-        await tx.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.map((r) => r.seq)}::bigint[])`);
-        return rows.length;
+        if (rows.length === 0) return { taken: 0, sent: 0 };
+        const sent = await publishRows(o.bus, o.topic, rows);
+        await tx.query(sql`DELETE FROM outbox WHERE seq = ANY(${rows.slice(0, sent).map((r) => r.seq)}::bigint[])`);
+        return { taken: rows.length, sent };
       });
     }
-    total += n;
-    published.inc({ topic: o.topic }, n);
-    if (n < batchSize) return total;
+    total += round.sent;
+    published.inc({ topic: o.topic }, round.sent);
+    if (round.taken < batchSize && round.sent === round.taken) return total;
   }
 }
 

@@ -137,3 +137,16 @@ export class BusUnavailableError extends Error {
     this.name = 'BusUnavailableError';
   }
 }
+
+/**
+ * The log refused a publish as larger than a topic takes (Kafka: MESSAGE_TOO_LARGE, a partition's records
+ * above the topic's max.message.bytes). Nothing of that send was written. Smaller publishes of the same records
+ * may go through: a caller that may split them (an outbox relay) publishes fewer at a time. A
+ * BusUnavailableError, so callers that cannot split answer as they do for any refused publish (ingest: 503).
+ */
+export class RecordsTooLargeError extends BusUnavailableError {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RecordsTooLargeError';
+  }
+}

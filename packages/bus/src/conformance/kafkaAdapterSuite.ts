@@ -4,7 +4,7 @@ import { ConfigResourceTypes, ConfigSource, Kafka, logLevel } from 'kafkajs';
 import { createLogger } from '@shopstream/telemetry';
 import { testInfra, uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './busConformance.js';
-import { BusUnavailableError, type Bus } from '../port.js';
+import { BusUnavailableError, RecordsTooLargeError, type Bus } from '../port.js';
 import type { KafkaBusBaseOptions } from '../kafkaCommon.js';
 
 /** A Kafka adapter's factory (createKafkaBus, createPlatformaticKafkaBus). */
@@ -70,6 +70,26 @@ export function kafkaAdapterSuite(name: string, createKafkaBus: KafkaBusFactory)
         await admin.connect();
         const [p] = await admin.fetchTopicOffsets(topic);
         expect(Number(p.high)).toBe(4);
+      } finally {
+        await bus.close();
+      }
+    }, 60_000);
+  });
+
+  describe(`${name} adapter: a topic that takes less than Shopstream's limit`, () => {
+    it("rejects a publish whose partition's records exceed the topic's max.message.bytes with RecordsTooLargeError, writing none, and takes a smaller one", async () => {
+      const bus = await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'too-large', replicationFactor: 1, logger });
+      try {
+        const topic = `${prefix}too-large`;
+        // As an operator may create it: the broker's default limit (1 MiB), not Shopstream's 16 MiB.
+        await bus.ensureTopics([{ topic, partitions: 1, config: { 'max.message.bytes': '1048588' } }]);
+        const records = Array.from({ length: 2_000 }, (_, i) => ({ key: 'shop', value: `${i}:${'x'.repeat(1_000)}` }));
+        const refused = await bus.publish(topic, records).catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(RecordsTooLargeError);
+        expect((refused as Error).message).toMatch(/larger than the max message size/);
+        await bus.publish(topic, records.slice(0, 500));
+        const read = await bus.read(topic);
+        expect(read.map((r) => r.value.toString())).toEqual(records.slice(0, 500).map((r) => r.value));
       } finally {
         await bus.close();
       }
