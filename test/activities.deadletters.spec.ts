@@ -57,6 +57,12 @@ describe('dead letters', () => {
     // Passes the schema, but Postgres cannot store a NUL: without the check it would fail every insert of its batch.
     const nulEvent = JSON.stringify({ ...eventRecord(), name: 'Placed\u0000order' });
     await rt.bus.publish(rt.topics.events, [{ key: shop, value: nulEvent, headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
+    // An unpaired surrogate (JSON.stringify writes it as the escape \ud800) and a `__proto__` key spelled with
+    // escapes: JSON allows both, the tables do not (and zod would drop the key into the prototype).
+    const surrogateEvent = JSON.stringify({ ...eventRecord(), name: 'Placed \ud800 order' });
+    const protoEvent = JSON.stringify(eventRecord()).replace(/^\{/, '{"\\u005f_proto__":{"x":1},');
+    for (const value of [surrogateEvent, protoEvent])
+      await rt.bus.publish(rt.topics.events, [{ key: shop, value, headers: { [H.schema]: schemas.eventRecorded, [H.shopId]: shop } }]);
     const badMetric = JSON.stringify({ id: randomUUID(), shop_id: shop, metric_name: 'valid' });
     await rt.bus.publish(rt.topics.metrics, [{ key: shop, value: badMetric, headers: { [H.schema]: schemas.metricEvent, [H.shopId]: shop } }]);
     const good = eventRecord();
@@ -74,15 +80,21 @@ describe('dead letters', () => {
     const activities = await rt.db.query(sql`SELECT id FROM activities WHERE shop_id = ${shop}`);
     expect(activities.map((r) => r.id)).toEqual([good.activity_id]);
 
-    const eventsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => new Set(rs.map((r) => r.offset)).size >= 3);
+    const eventsDlq = await readTopic(rt, rt.topics.dlq(rt.topics.events), (rs) => new Set(rs.map((r) => r.offset)).size >= 5);
     const uniqueEvents = [...new Map(eventsDlq.map((r: BusRecord) => [`${r.partition}/${r.offset}`, r])).values()];
-    expect(uniqueEvents.map((r) => r.value.toString()).sort()).toEqual([badEvent, '{not json', nulEvent].sort());
+    expect(uniqueEvents.map((r) => r.value.toString()).sort()).toEqual([badEvent, '{not json', nulEvent, surrogateEvent, protoEvent].sort());
     for (const r of uniqueEvents) {
       expect(r.key).toBe(shop);
       expect(r.headers[H.dlqSourceTopic]).toBe(rt.topics.events);
       const v = r.value.toString();
       expect(r.headers[H.dlqReason]).toMatch(
-        v === badEvent ? /^schema: .*activity_id/ : v === nulEvent ? /^unstorable: name: Contains a NUL/ : /^invalid JSON/,
+        v === badEvent
+          ? /^schema: .*activity_id/
+          : v === nulEvent || v === surrogateEvent
+            ? /^unstorable: name: Contains a NUL character \(\\u0000\) or an unpaired surrogate/
+            : v === protoEvent
+              ? /^unstorable: __proto__: Not allowed as a key/
+              : /^invalid JSON/,
       );
       expect(r.headers[H.shopId]).toBe(shop);
     }
@@ -91,7 +103,7 @@ describe('dead letters', () => {
     expect(metricsDlq[0].headers[H.dlqReason]).toMatch(/^schema: /);
     expect(metricsDlq[0].headers[H.dlqSourceTopic]).toBe(rt.topics.metrics);
 
-    expect(await deadLetterCount(rt.topics.events)).toBe(eventsBefore + 3);
+    expect(await deadLetterCount(rt.topics.events)).toBe(eventsBefore + 5);
     expect(await deadLetterCount(rt.topics.metrics)).toBe(metricsBefore + 1);
     const metricsOnLog = await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => JSON.parse(r.value.toString()).id === good.activity_id));
     const m = metricsOnLog.map((r) => JSON.parse(r.value.toString()) as MetricEvent).find((x) => x.id === good.activity_id);
