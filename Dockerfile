@@ -10,6 +10,8 @@ FROM node:24-bookworm-slim AS build
 RUN npm install -g pnpm@10
 WORKDIR /src
 COPY package.json pnpm-lock.yaml pnpm-workspace.yaml tsconfig.json tsconfig.build.json ./
+# pnpm applies these to its dependencies at install (patchedDependencies in pnpm-workspace.yaml).
+COPY patches ./patches
 COPY packages ./packages
 COPY services ./services
 COPY bench/package.json ./bench/package.json
