@@ -40,7 +40,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * @platformatic/kafka reports a send's retries) and of its causes: "Producing messages failed." alone does not
  * tell ops which partition refused what.
  */
-export function errorSummary(e: unknown): string {
+function errorSummary(e: unknown): string {
   const leaves = new Set<string>();
   const seen = new Set<unknown>();
   const walk = (err: unknown, depth: number) => {

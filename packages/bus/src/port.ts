@@ -140,8 +140,9 @@ export class BusUnavailableError extends Error {
 
 /**
  * The log refused a publish as larger than a topic takes (Kafka: MESSAGE_TOO_LARGE, a partition's records
- * above the topic's max.message.bytes). Nothing of that send was written. Smaller publishes of the same records
- * may go through: a caller that may split them (an outbox relay) publishes fewer at a time. A
+ * above the topic's max.message.bytes). The partition that refused wrote none of its records; other partitions of
+ * the same send may have written theirs, as with any failed publish. Smaller publishes of the same records may go
+ * through: a caller that may split them (an outbox relay, at least once) publishes fewer at a time. A
  * BusUnavailableError, so callers that cannot split answer as they do for any refused publish (ingest: 503).
  */
 export class RecordsTooLargeError extends BusUnavailableError {
