@@ -1,11 +1,5 @@
 import type { ServerResponse } from 'node:http';
 
-interface Held {
-  res: ServerResponse;
-  send: () => void;
-  timer?: NodeJS.Timeout;
-}
-
 /**
  * Answers sent a while after they were decided: the 429s of a producer already over its limit (the shed path).
  * A runaway client has a bounded number of connections and requests in flight, as HTTP clients do; answering it
@@ -19,7 +13,8 @@ interface Held {
  * past that they are sent at once. An answer whose client went away meanwhile is dropped.
  */
 export class HeldAnswers {
-  private readonly held = new Set<Held>();
+  /** Answers waiting out their hold. */
+  private held = 0;
 
   constructor(
     private readonly holdMs: number,
@@ -28,26 +23,14 @@ export class HeldAnswers {
 
   /** Runs `send` after the hold, or now when holding is off or `max` answers are held already. */
   hold(res: ServerResponse, send: () => void): void {
-    if (this.holdMs <= 0 || this.held.size >= this.max) return send();
-    const h: Held = { res, send };
-    h.timer = setTimeout(() => this.sendHeld(h), this.holdMs * (0.5 + Math.random() / 2));
-    this.held.add(h);
-  }
-
-  get size(): number {
-    return this.held.size;
-  }
-
-  /** Sends every held answer now, without waiting out its hold (a stopping server need not: it waits for them). */
-  release(): void {
-    for (const h of [...this.held]) {
-      clearTimeout(h.timer);
-      this.sendHeld(h);
-    }
-  }
-
-  private sendHeld(h: Held): void {
-    this.held.delete(h);
-    if (!h.res.destroyed && !h.res.writableEnded) h.send();
+    if (this.holdMs <= 0 || this.held >= this.max) return send();
+    this.held++;
+    setTimeout(
+      () => {
+        this.held--;
+        if (!res.destroyed && !res.writableEnded) send();
+      },
+      this.holdMs * (0.5 + Math.random() / 2),
+    );
   }
 }
