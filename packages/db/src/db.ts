@@ -39,10 +39,39 @@ export interface PostgresOptions {
 
 /** The database cannot be reached now (connection refused or lost, pool wait timed out): retry later. */
 export class DatabaseUnavailableError extends Error {
+  /** The driver's code of the cause (ECONNREFUSED, ...), kept so that code reading `code` sees through the wrapper. */
+  readonly code?: string;
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = 'DatabaseUnavailableError';
+    const code = (options?.cause as { code?: unknown } | undefined)?.code;
+    if (typeof code === 'string') this.code = code;
   }
+}
+
+/**
+ * Where a PostgreSQL URL points, for messages an operator reads: `host:port/database`, never the user or the
+ * password. A URL that does not parse is named by its scheme alone rather than quoted (it may hold a password).
+ */
+export function postgresLocation(url: string): string {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'DATABASE_URL (not a URL)';
+  }
+  // libpq's `?host=` (a socket directory or another host) wins over the authority, as the driver reads it.
+  const host = u.searchParams.get('host') ?? (u.hostname || 'localhost');
+  const port = u.searchParams.get('port') ?? (u.port || '5432');
+  const database = decodeURIComponent(u.pathname.replace(/^\//, '')) || decodeURIComponent(u.username) || 'postgres';
+  return `${host}:${port}/${database}`;
+}
+
+/** The cause of an outage in a few words: the driver's code, else its message's first line. */
+function reasonOf(e: unknown): string {
+  const err = e as { code?: unknown; message?: unknown } | null;
+  const message = typeof err?.message === 'string' ? err.message.split('\n')[0] : String(e);
+  return typeof err?.code === 'string' && !message.includes(err.code) ? `${err.code}: ${message}` : message;
 }
 
 const UNREACHABLE_CODES = new Set([
@@ -72,6 +101,9 @@ export function isDatabaseUnavailable(e: unknown): boolean {
 
 /** A Db over a PostgreSQL server, through @databases/pg. */
 export function connectPostgres(opts: PostgresOptions): Db {
+  const where = postgresLocation(opts.url);
+  const unavailable = (e: unknown) =>
+    e instanceof DatabaseUnavailableError ? e : new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(e)}`, { cause: e });
   const pool: ConnectionPool = createConnectionPool({
     connectionString: opts.url,
     bigIntMode: 'string',
@@ -98,6 +130,21 @@ export function connectPostgres(opts: PostgresOptions): Db {
   let down = false;
   let downBecause: unknown;
   let probing: Promise<void> | undefined;
+  // The probe's pause between attempts, ended early by close(): a close() awaiting a pause on an unref'd timer
+  // let a CLI whose query had failed end with exit 0 and nothing said (nothing else kept the process alive).
+  let wake: (() => void) | undefined;
+  let closed = false;
+  const pause = (ms: number) =>
+    new Promise<void>((resolve) => {
+      if (closed) return resolve();
+      const t = setTimeout(resolve, ms);
+      // A service's server keeps its process alive; a probe alone must not.
+      t.unref();
+      wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
   const probe = () => {
     probing ??= (async () => {
       while (down) {
@@ -116,14 +163,13 @@ export function connectPostgres(opts: PostgresOptions): Db {
           // Reachable but refusing (a dropped database, a bad password): not an outage, and the queries'
           // own errors say more than the breaker's.
           if (!isDatabaseUnavailable(e)) down = false;
-          else await new Promise((r) => setTimeout(r, 250).unref());
+          else await pause(250);
         } finally {
           await client.end().catch(() => {});
         }
       }
     })().finally(() => (probing = undefined));
   };
-  let closed = false;
   function trip(e: unknown) {
     if (closed) return;
     down = true;
@@ -131,12 +177,14 @@ export function connectPostgres(opts: PostgresOptions): Db {
     probe();
   }
   const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (down) throw new DatabaseUnavailableError('The database is unreachable.', { cause: downBecause });
+    if (down) throw new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(downBecause)}`, { cause: downBecause });
     try {
       return await fn();
     } catch (e) {
-      if (isDatabaseUnavailable(e)) trip(e);
-      throw e;
+      if (!isDatabaseUnavailable(e)) throw e;
+      trip(e);
+      // Named where it could not reach (the driver says only `connect ECONNREFUSED 127.0.0.1:5432`).
+      throw unavailable(e);
     }
   };
   return {
@@ -145,8 +193,14 @@ export function connectPostgres(opts: PostgresOptions): Db {
     tx: (fn) => guard(() => pool.tx((t) => fn(t))),
     async listen(channel, onNotify) {
       // LISTEN needs one session for its whole life, which a pool cannot promise.
-      const client = new pg.Client({ connectionString: opts.url, application_name: `${opts.applicationName ?? 'shopstream'}-listen` });
-      await client.connect();
+      const client = new pg.Client({
+        connectionString: opts.url,
+        application_name: `${opts.applicationName ?? 'shopstream'}-listen`,
+        connectionTimeoutMillis: opts.connectionTimeoutMs ?? 2_000,
+      });
+      await client.connect().catch((e: unknown) => {
+        throw isDatabaseUnavailable(e) ? unavailable(e) : e;
+      });
       client.on('notification', (n) => {
         if (n.channel === channel) onNotify(n.payload ?? '');
       });
@@ -163,6 +217,7 @@ export function connectPostgres(opts: PostgresOptions): Db {
     async close() {
       closed = true;
       down = false;
+      wake?.();
       await probing;
       await Promise.all([...listeners].map((c) => c.end().catch(() => {})));
       await pool.dispose();

@@ -4,6 +4,7 @@ export {
   formatQuery,
   isDatabaseUnavailable,
   DatabaseUnavailableError,
+  postgresLocation,
   type Db,
   type Queryable,
   type SQLQuery,
