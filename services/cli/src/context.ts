@@ -1,6 +1,14 @@
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
+import { cliIo } from './io.js';
+import { assertKafkaReachable } from './reach.js';
+
+/**
+ * How long a command waits for a broker to accept a connection before it says it cannot reach it. The
+ * database has its own bound (connectPostgres: 2 s per connection attempt, then the pool's 2 s retries).
+ */
+const CONNECT_TIMEOUT_MS = 10_000;
 
 /** The embedded database's directory is held by a running server whose database admits no other process (PGlite). */
 export class EmbeddedServerRunningError extends Error {
@@ -15,7 +23,8 @@ export class EmbeddedServerRunningError extends Error {
  * the PostgreSQL of a running `pnpm start`; only a PGlite DATA_DIR admits one process: then say what to do instead.
  */
 export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: RuntimeOptions = {}): Promise<T> {
-  const env = loadEnv({ LOG_LEVEL: 'warn', ...process.env });
+  const env = loadEnv({ LOG_LEVEL: 'warn', ...cliIo().env });
+  if (env.KAFKA_BROKERS) await assertKafkaReachable(env.KAFKA_BROKERS, CONNECT_TIMEOUT_MS);
   let rt: Runtime;
   try {
     rt = await openRuntime(env, 'cli', { logTo: 'stderr', attach: true, ...options });
@@ -40,8 +49,8 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: R
  * Only the database, migrated: for commands that must work while Kafka is down. `lockedAdvice` finishes the
  * sentence "A running `pnpm start` holds the embedded database: ..." when PGlite's DATA_DIR is taken.
  */
-export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>): Promise<T> {
-  const env = loadEnv();
+export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+  const env = loadEnv(cliIo().env);
   let db: Db;
   try {
     db = await openDb(
@@ -56,7 +65,7 @@ export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>
     throw e;
   }
   try {
-    await migrate(db);
+    if (options.migrate ?? true) await migrate(db);
     return await fn(db);
   } finally {
     await db.close();

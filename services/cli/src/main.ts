@@ -1,58 +1,32 @@
 #!/usr/bin/env node
 /**
  * `pnpm cli <command> ...`: each command lives in ./commands/<file>.ts and exports `command` (its summary,
- * usage and run, see ./args.ts), loaded only when it is the one asked for.
+ * usage and run, see ./args.ts), loaded only when it is the one asked for; runCli.ts runs one.
  */
-import { inspect } from 'node:util';
-import { runCommand, type Command } from './args.js';
+import { runCli, failureLine } from './runCli.js';
 
-const commands: Record<string, { load: () => Promise<{ command: Command }>; summary: string }> = {
-  migrate: { load: () => import('./commands/migrate.js'), summary: 'apply database migrations' },
-  topics: { load: () => import('./commands/topics.js'), summary: 'topics ensure: create the topics Shopstream owns, give each the retention of its role' },
-  'api-keys': { load: () => import('./commands/apiKeys.js'), summary: 'api-keys create|list|revoke' },
-  flows: { load: () => import('./commands/flows.js'), summary: 'flows create|list|pause|resume|delete' },
-  conversations: { load: () => import('./commands/conversations.js'), summary: 'conversations import <file.jsonl|->' },
-  projections: {
-    load: () => import('./commands/projections.js'),
-    summary: 'projections status|rebuild: where each projection stands; rebuild one without downtime',
-  },
-  dlq: {
-    load: () => import('./commands/dlq.js'),
-    summary: 'dlq list|redrive <topic>: read dead letters with their reason; send them back once the cause is fixed',
-  },
-  seed: { load: () => import('./commands/seed.js'), summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
-};
+const argv = process.argv.slice(2);
+const what = `pnpm cli${argv[0] && !argv[0].startsWith('-') ? ` ${argv[0]}` : ''}`;
+let settled = false;
 
-function help(): string {
-  const width = Math.max(...Object.keys(commands).map((c) => c.length));
-  return [
-    'Usage: pnpm cli <command> [args]   (--help on each command and subcommand)',
-    '',
-    ...Object.entries(commands).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`),
-    '',
-    'Configuration comes from the environment (DATABASE_URL, KAFKA_BROKERS, ...; see the README).',
-  ].join('\n');
+/** The last word of a run that went wrong outside runCli's own handling: one line, exit 1. */
+function die(line: string): void {
+  settled = true;
+  process.stderr.write(`${line}\n`, () => process.exit(1));
 }
 
-async function main(argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    console.log(help());
-    return name ? 0 : 2;
-  }
-  const cmd = Object.hasOwn(commands, name) ? commands[name] : undefined;
-  if (!cmd) {
-    console.error(`Unknown command "${name}".\n\n${help()}`);
-    return 2;
-  }
-  return runCommand(name, (await cmd.load()).command, rest);
-}
+// The event loop ran dry while the command was still waiting for something (a promise nothing will settle,
+// a timer that does not hold the process): Node would end with exit 0, or 13 under a top-level await, and
+// nothing said. Say so and fail.
+process.on('beforeExit', () => {
+  if (!settled) die(`${what}: stopped before finishing: it was waiting for something that can no longer happen (a bug; nothing was done for sure)`);
+});
+// A driver's error thrown outside the command's awaits (a socket event, a timer): one line instead of a stack.
+process.on('uncaughtException', (e) => die(`${what}: ${failureLine(e, process.env)}`));
+process.on('unhandledRejection', (e) => die(`${what}: ${failureLine(e, process.env)}`));
 
-main(process.argv.slice(2)).then(
+void runCli(argv, { stdout: process.stdout, stderr: process.stderr, env: process.env, stdin: process.stdin }).then((code) => {
+  settled = true;
   // Exit once stdout is flushed: on a pipe, process.exit would cut output past the pipe's buffer.
-  (code) => process.stdout.write('', () => process.exit(code)),
-  (e: unknown) => {
-    console.error(e instanceof Error ? e.message : inspect(e));
-    process.exit(1);
-  },
-);
+  process.stdout.write('', () => process.exit(code));
+});

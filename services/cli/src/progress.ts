@@ -1,3 +1,5 @@
+import { cliIo } from './io.js';
+
 /**
  * Progress of a long command, always on stderr so that stdout carries only the result a script reads.
  * On a terminal: one line redrawn at most every 100 ms. Elsewhere (a pipe, a log file, CI): nothing, unless
@@ -14,7 +16,7 @@ export interface Progress {
 export interface ProgressOptions {
   /** Lines off a terminal too (the --progress option). */
   lines?: boolean;
-  /** Where to: process.stderr unless a test gives its own. */
+  /** Where to: the run's stderr unless a test gives its own. */
   stream?: { isTTY?: boolean; write(s: string): unknown };
   /** Milliseconds between two plain lines off a terminal. */
   everyMs?: number;
@@ -25,7 +27,7 @@ export const PROGRESS_OPTION = { progress: { type: 'boolean' } } as const;
 export const PROGRESS_HELP = '--progress also writes progress lines to stderr when it is not a terminal (every 5 s).';
 
 export function progress(opts: ProgressOptions = {}): Progress {
-  const stream = opts.stream ?? process.stderr;
+  const stream = opts.stream ?? cliIo().stderr;
   const now = opts.now ?? Date.now;
   const tty = stream.isTTY === true;
   const mode = tty ? 'redraw' : opts.lines ? 'lines' : 'off';

@@ -7,6 +7,7 @@ import { recordBytes, type OutgoingRecord } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { parse, UsageError, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
+import { cliIo } from '../io.js';
 import { progress, PROGRESS_HELP, PROGRESS_OPTION } from '../progress.js';
 
 /** The record as it goes on the topic: keyed by shop, headers a consumer can route on without parsing. */
@@ -119,7 +120,7 @@ export const command: Command = {
         const { values, positionals } = parse(args, PROGRESS_OPTION, true);
         if (positionals.length !== 1) throw new UsageError('Give one file to import (or - for stdin).');
         const file = positionals[0];
-        const input = file === '-' ? process.stdin : createReadStream(file);
+        const input = file === '-' ? (cliIo().stdin ?? process.stdin) : createReadStream(file);
         // Fail on an unreadable file before connecting to anything.
         if (file !== '-')
           await new Promise<void>((resolve, reject) => (input as ReturnType<typeof createReadStream>).once('open', () => resolve()).once('error', reject));

@@ -9,6 +9,7 @@ import {
 } from '@shopstream/contracts';
 import { intOption, parse, UsageError, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
+import { cliIo } from '../io.js';
 import { progress, PROGRESS_HELP, PROGRESS_OPTION } from '../progress.js';
 import { batchPublisher, conversationMessage } from './conversations.js';
 
@@ -124,7 +125,7 @@ function parseSeed(args: string[]): { shop: string; count: number; messages: num
 function progressBar(total: number, lines: boolean) {
   const started = Date.now();
   const bar = progress({ lines });
-  const tty = process.stderr.isTTY === true;
+  const tty = cliIo().stderr.isTTY === true;
   const line = (done: number) => {
     const secs = (Date.now() - started) / 1000;
     const rate = secs > 0 ? Math.round(done / secs) : 0;

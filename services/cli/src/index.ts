@@ -1,0 +1,2 @@
+export { runCli, runCliCaptured, type CliRun } from './runCli.js';
+export type { CliIo } from './io.js';
