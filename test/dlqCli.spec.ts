@@ -9,6 +9,7 @@ import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import type { BusRecord, DeadLetter, RedriveReport } from '@shopstream/bus';
 import { openRuntime, type Runtime } from '@shopstream/runtime';
 import { startActivityProjector } from '@shopstream/activity-projector';
+import { runCliCaptured } from '@shopstream/cli';
 import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
 import { eventRecordOf } from '@shopstream/testkit';
 
@@ -25,7 +26,20 @@ function cliEnvFull(env: Record<string, string | undefined>): Record<string, str
   return Object.fromEntries(given) as Record<string, string>;
 }
 
-const cli = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> => runCli(['dlq', ...args], cliEnvFull(env));
+/**
+ * Generous for a tsx child on a loaded 2-core machine (seconds each when quiet); a deadline, not an expectation.
+ */
+const CHILD_TIMEOUT_MS = 240_000;
+
+/**
+ * `pnpm cli <args>`: in this process against a server (seconds saved per command over a tsx child), as a child
+ * process against an embedded DATA_DIR, whose lock and running server are told apart by process id, as an
+ * operator's shell would be.
+ */
+const run = (env: Record<string, string | undefined>, args: string[]): Promise<CliResult> =>
+  env.DATA_DIR ? runCli(args, cliEnvFull(env), CHILD_TIMEOUT_MS) : runCliCaptured(args, cliEnvFull(env));
+
+const cli = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> => run(env, ['dlq', ...args]);
 
 /** The environment a CLI needs to open the same database and bus as the runtime. */
 function cliEnv(rt: Runtime): Record<string, string | undefined> {
@@ -72,7 +86,7 @@ async function deadLetterTwo(rt: Runtime): Promise<Scenario> {
   await rt.bus.publish(rt.topics.events, [{ key: shop, value: '{"activity_id": "oops"', headers: { [H.shopId]: shop } }]);
   const blocked = eventRecord(shop, 'Blocked order');
   await rt.bus.publish(rt.topics.events, [{ key: shop, value: JSON.stringify(blocked), headers: eventHeaders(shop) }]);
-  await waitFor(async () => (await rt.bus.read(dlqTopic)).length === 2, { timeoutMs: 30_000, intervalMs: 300, message: 'both records dead-lettered' });
+  await waitFor(async () => (await rt.bus.read(dlqTopic)).length === 2, { timeoutMs: 120_000, intervalMs: 300, message: 'both records dead-lettered' });
   return { shop, blocked, dlqTopic };
 }
 
@@ -124,7 +138,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     env = cliEnv(rt);
     server = await startTestServer(rt, [await startActivityProjector(rt)]);
     s = await deadLetterTwo(rt);
-  }, 120_000);
+  }, 300_000);
   afterAll(async () => {
     await server?.stop();
     await rt?.close();
@@ -143,7 +157,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(unknown.stderr).toContain(`Unknown dead-letter topic "events": one of ${rt.topics.events}.dlq, `);
     const empty = await cli(env, 'list', 'conversations.dlq');
     expect(empty).toMatchObject({ code: 0, stdout: `${rt.topics.conversations}.dlq holds no dead letters.\n` });
-  }, 120_000);
+  }, 300_000);
 
   it('redrive sends a record whose cause is gone back once: it lands in the projection once, and a second run sends nothing', async () => {
     await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dlq_cli_spec_blocked`);
@@ -159,7 +173,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout.trim()).toBe(`Redrove 1 of 2 dead letters in ${s.dlqTopic} (0 already redriven, 1 not matching) back to ${rt.topics.events}.`);
     await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${s.blocked.activity_id}`)).length === 1, {
-      timeoutMs: 30_000,
+      timeoutMs: 120_000,
       message: 'the redriven event projected',
     });
     const [row] = await rt.db.query(sql`SELECT shop_id, name, recorded_at FROM activities WHERE id = ${s.blocked.activity_id}`);
@@ -173,7 +187,10 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(sent[0].value.toString()).toBe(JSON.stringify(s.blocked));
     expect(sent[0].headers).toEqual({ ...eventHeaders(s.shop), [H.redrivenFrom]: `${s.dlqTopic}/${refused.partition}/${refused.offset}` });
     // The projector emitted its metric event once.
-    await waitFor(async () => (await recordsWith(rt, rt.topics.metrics, s.blocked.activity_id)).length === 1, { message: 'its metric event' });
+    await waitFor(async () => (await recordsWith(rt, rt.topics.metrics, s.blocked.activity_id)).length === 1, {
+      timeoutMs: 120_000,
+      message: 'its metric event',
+    });
 
     const second = await redriveBlocked(env, s.dlqTopic, '--json');
     expect(second.code, second.stderr).toBe(0);
@@ -204,12 +221,12 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(text.stdout).toContain(`${s.dlqTopic}: 1 dead letter whose reason matches, 1 redriven`);
 
     // projections status counts the dead letters and how many of them were sent back.
-    const { stdout } = await runCli(['projections', 'status', '--json'], cliEnvFull(env));
+    const { stdout } = await run(env, ['projections', 'status', '--json']);
     const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find(
       (p) => p.projection === 'activity-projector',
     );
     expect(activity).toMatchObject({ deadLetters: 2, deadLettersRedriven: 1 });
-  }, 120_000);
+  }, 300_000);
 });
 
 describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a time)', () => {
@@ -254,7 +271,7 @@ describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a
     server = await startTestServer(rt, [await startActivityProjector(rt)]);
     try {
       await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${s.blocked.activity_id}`)).length === 1, {
-        timeoutMs: 30_000,
+        timeoutMs: 120_000,
         message: 'the redriven event projected after the restart',
       });
       expect((await recordsWith(rt, 'events', s.blocked.activity_id)).map((r) => r.headers[H.redrivenFrom] ?? null)).toEqual([
@@ -265,7 +282,7 @@ describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a
       await server.stop();
       await rt.close();
     }
-  }, 180_000);
+  }, 600_000);
 });
 
 describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
@@ -294,7 +311,7 @@ describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
       const first = await redriveBlocked(env, 'events.dlq');
       expect(first.stdout.trim()).toBe('Redrove 1 of 2 dead letters in events.dlq (0 already redriven, 1 not matching) back to events.');
       await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${s.blocked.activity_id}`)).length === 1, {
-        timeoutMs: 30_000,
+        timeoutMs: 120_000,
         message: 'the redriven event projected by the running server',
       });
       const second = await redriveBlocked(env, 'events.dlq');
@@ -304,5 +321,5 @@ describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
       await server.stop();
       await rt.close();
     }
-  }, 180_000);
+  }, 600_000);
 });

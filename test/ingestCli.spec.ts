@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { runCli, startTestRuntime, startTestServer, waitFor, type CliResult, type TestServer } from '@shopstream/harness';
+import { runCliCaptured, type CliRun } from '@shopstream/cli';
+import { startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 
 let rt: Runtime;
@@ -16,14 +17,10 @@ afterAll(async () => {
   await server?.stop();
 });
 
-/** `pnpm -s cli api-keys ...` as an operator runs it, on this test's database; never throws, returns the exit code. */
-function cli(...args: string[]): Promise<CliResult> {
+/** `pnpm cli api-keys ...` in this process, on this test's database; never throws, returns the exit code. */
+function cli(...args: string[]): Promise<CliRun> {
   // Only the database: the command must work without Kafka, so the broker is not even given.
-  return runCli(
-    ['api-keys', ...args],
-    { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', DATABASE_URL: rt.env.DATABASE_URL!, LOG_LEVEL: 'warn' },
-    60_000,
-  );
+  return runCliCaptured(['api-keys', ...args], { DATABASE_URL: rt.env.DATABASE_URL!, LOG_LEVEL: 'warn' });
 }
 
 const postEvent = (secret: string, shopId: string) =>

@@ -84,6 +84,8 @@ const UNREACHABLE_CODES = new Set([
   'ENOTFOUND',
   'EAI_AGAIN',
   'CONNECTION_POOL:QUEUE_TIMEOUT',
+  // No connection within connectionTimeoutMs: a host that does not answer (a dropped SYN, a dead address).
+  'CONNECTION_POOL:OPEN_TIMEOUT',
 ]);
 
 /** True for an error that says the database is away, not that the query was wrong. */
@@ -95,7 +97,9 @@ export function isDatabaseUnavailable(e: unknown): boolean {
   if (UNREACHABLE_CODES.has(code) || isServerUnavailable(e)) return true;
   return (
     typeof err.message === 'string' &&
-    /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error/i.test(err.message)
+    /Connection terminated|Timed out waiting for connection|timeout expired|Client has encountered a connection error|error establishing an SSL connection/i.test(
+      err.message,
+    )
   );
 }
 

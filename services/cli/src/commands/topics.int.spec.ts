@@ -4,7 +4,8 @@ import { connectPostgres, migrate, sql } from '@shopstream/db';
 import { checkTopicRetention, type Runtime } from '@shopstream/runtime';
 import { createLogger, type Logger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
-import { cliEnv, runCli, startTestRuntime } from '@shopstream/harness';
+import { cliEnv, startTestRuntime } from '@shopstream/harness';
+import { runCliCaptured } from '../runCli.js';
 import { ensureTopics } from './topics.js';
 
 const logger = createLogger('topics-test', process.env.TEST_LOG_LEVEL ?? 'silent');
@@ -34,8 +35,8 @@ const warnings = () => {
   return { lines, logger: { warn: (obj: unknown, msg: string) => lines.push({ obj, msg }) } as unknown as Logger };
 };
 
-/** `pnpm -s cli topics ensure` as an operator runs it, against the runtime's broker, database and prefix. */
-const cliEnsure = (rt: Runtime) => runCli(['topics', 'ensure'], cliEnv(rt, { DERIVED_TOPIC_RETENTION_MS: DERIVED_MS }), 60_000);
+/** `pnpm cli topics ensure` (in process), against the runtime's broker, database and prefix. */
+const cliEnsure = (rt: Runtime) => runCliCaptured(['topics', 'ensure'], cliEnv(rt, { DERIVED_TOPIC_RETENTION_MS: DERIVED_MS }));
 
 describe('retention by role on Kafka', () => {
   it('services create source and dead-letter topics keeping every record, derived topics keeping DERIVED_TOPIC_RETENTION_MS', async () => {
