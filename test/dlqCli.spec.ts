@@ -26,20 +26,18 @@ function cliEnvFull(env: Record<string, string | undefined>): Record<string, str
   return Object.fromEntries(given) as Record<string, string>;
 }
 
-/**
- * Generous for a tsx child on a loaded 2-core machine (seconds each when quiet); a deadline, not an expectation.
- */
+/** Generous for a tsx child on a loaded 2-core machine (seconds each when quiet): a deadline, not an expectation. */
 const CHILD_TIMEOUT_MS = 240_000;
 
-/**
- * `pnpm cli <args>`: in this process against a server (seconds saved per command over a tsx child), as a child
- * process against an embedded DATA_DIR, whose lock and running server are told apart by process id, as an
- * operator's shell would be.
- */
-const run = (env: Record<string, string | undefined>, args: string[]): Promise<CliResult> =>
-  env.DATA_DIR ? runCli(args, cliEnvFull(env), CHILD_TIMEOUT_MS) : runCliCaptured(args, cliEnvFull(env));
+/** `pnpm cli dlq <args>` in this process (seconds saved per command over a tsx child), its output kept. */
+const cli = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> => runCliCaptured(['dlq', ...args], cliEnvFull(env));
 
-const cli = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> => run(env, ['dlq', ...args]);
+/**
+ * `pnpm -s cli dlq <args>` as a child process, as an operator runs it: where another process is the point (an
+ * embedded DATA_DIR's lock and running server are told apart by process id).
+ */
+const cliChild = (env: Record<string, string | undefined>, ...args: string[]): Promise<CliResult> =>
+  runCli(['dlq', ...args], cliEnvFull(env), CHILD_TIMEOUT_MS);
 
 /** The environment a CLI needs to open the same database and bus as the runtime. */
 function cliEnv(rt: Runtime): Record<string, string | undefined> {
@@ -221,7 +219,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     expect(text.stdout).toContain(`${s.dlqTopic}: 1 dead letter whose reason matches, 1 redriven`);
 
     // projections status counts the dead letters and how many of them were sent back.
-    const { stdout } = await run(env, ['projections', 'status', '--json']);
+    const { stdout } = await runCliCaptured(['projections', 'status', '--json'], cliEnvFull(env));
     const activity = (JSON.parse(stdout).projections as { projection: string; deadLetters: number; deadLettersRedriven: number }[]).find(
       (p) => p.projection === 'activity-projector',
     );
@@ -252,7 +250,7 @@ describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a
     let s: Scenario;
     try {
       s = await deadLetterTwo(rt);
-      const busy = await cli(env, 'list', 'events.dlq');
+      const busy = await cliChild(env, 'list', 'events.dlq');
       expect(busy.code).toBe(2);
       expect(busy.stderr).toMatch(/held by process \d+/);
       await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dlq_cli_spec_blocked`);
@@ -308,7 +306,8 @@ describe('pnpm cli dlq, embedded on its PostgreSQL (the default)', () => {
       const s = await deadLetterTwo(rt);
       await rt.db.query(sql`ALTER TABLE activities DROP CONSTRAINT dlq_cli_spec_blocked`);
       await listShowsBoth(env, rt, s, 'events.dlq');
-      const first = await redriveBlocked(env, 'events.dlq');
+      // From another process, as `pnpm start` and an operator's shell are: it attaches to the running server.
+      const first = await cliChild(env, 'redrive', 'events.dlq', '--reason-contains', 'DLQ_CLI_SPEC_BLOCKED');
       expect(first.stdout.trim()).toBe('Redrove 1 of 2 dead letters in events.dlq (0 already redriven, 1 not matching) back to events.');
       await waitFor(async () => (await rt.db.query(sql`SELECT 1 FROM activities WHERE id = ${s.blocked.activity_id}`)).length === 1, {
         timeoutMs: 120_000,
