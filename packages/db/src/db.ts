@@ -51,7 +51,7 @@ export class DatabaseUnavailableError extends Error {
 
 /**
  * Where a PostgreSQL URL points, for messages an operator reads: `host:port/database`, never the user or the
- * password. A URL that does not parse is named by its scheme alone rather than quoted (it may hold a password).
+ * password. A URL that does not parse is not quoted (it may hold a password): it is called DATABASE_URL.
  */
 export function postgresLocation(url: string): string {
   let u: URL;

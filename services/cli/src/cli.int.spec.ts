@@ -73,7 +73,7 @@ describe('pnpm cli: one shape', () => {
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(new RegExp(`^Published 3 conversations \\(6 records\\) for shop ${shop} in [\\d.]+ s\\. .*\\n$`));
-    const mine = await readTopic(rt, rt.topics.conversations, (rs) => rs.filter((x) => x.key === shop).length >= 6, 60_000);
+    const mine = await readTopic(rt, rt.topics.conversations, (rs) => rs.filter((x) => x.key === shop).length >= 6, 120_000);
     const types = mine.filter((x) => x.key === shop).map((x) => json(x).type);
     expect(types.sort()).toEqual([
       'conversation.upserted',
@@ -83,7 +83,7 @@ describe('pnpm cli: one shape', () => {
       'message.created',
       'message.created',
     ]);
-  });
+  }, 180_000);
 
   it('conversations import shows progress on stderr with --progress, none without, and the same stdout', async () => {
     const shop = randomUUID();

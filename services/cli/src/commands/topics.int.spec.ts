@@ -45,7 +45,7 @@ describe('retention by role on Kafka', () => {
     const w = warnings();
     expect(await checkTopicRetention(rt.bus, specsOf(rt), w.logger)).toEqual([]);
     expect(w.lines).toEqual([]);
-  });
+  }, 180_000);
 
   it('topics ensure brings existing topics to their role, keeps their other settings, says what it changed, and changes nothing the second time', async () => {
     const prefix = uniquePrefix();
@@ -93,7 +93,7 @@ describe('retention by role on Kafka', () => {
     expect(lines).toContainEqual([names.dlq(names.events), 'dead-letter: keeps every record']);
     expect(lines).toContainEqual([names.metrics, `derived: keeps ${DERIVED_MS} ms`]);
     expect(second.stdout.trimEnd().split('\n').at(-1)).toBe('Nothing changed: every topic already had the settings of its role.');
-  }, 120_000);
+  }, 300_000);
 });
 
 describe('retention by role on the Postgres log', () => {
@@ -118,5 +118,5 @@ describe('retention by role on the Postgres log', () => {
     const again = await ensureTopics(rt);
     expect(again.changes).toEqual([]);
     expect(again.lines.at(-1)).toBe('Nothing changed: every topic already had the settings of its role.');
-  });
+  }, 180_000);
 });
