@@ -121,7 +121,7 @@ describe('a command that cannot reach its database or broker says which, in one 
 
 describe('stdout holds the result alone', () => {
   it('every --json output parses as one JSON document, logs at any level going to stderr', async () => {
-    const env = cliEnv(rt, { LOG_LEVEL: 'debug' });
+    const env = cliEnv(rt);
     const status = await runCliCaptured(['projections', 'status', '--json'], env);
     expect(status.code, status.stderr).toBe(0);
     expect((JSON.parse(status.stdout) as { projections: { projection: string }[] }).projections.map((p) => p.projection).sort()).toEqual([
@@ -136,9 +136,10 @@ describe('stdout holds the result alone', () => {
     expect(redrive.code, redrive.stderr).toBe(0);
     expect(JSON.parse(redrive.stdout)).toMatchObject({ topic: rt.topics.dlq(rt.topics.events), total: 0, redriven: 0, dryRun: true });
 
-    // In a child process pino writes to the process's own stderr: stdout must still parse, at debug level.
-    const child = await runCli(['projections', 'status', '--json'], env, 240_000);
+    // Logs are written to the process's own stderr (fd 2), seen only in a child: stdout parses at debug level.
+    const child = await runCli(['projections', 'status', '--json'], cliEnv(rt, { LOG_LEVEL: 'debug' }), 240_000);
     expect(child.code, child.stderr).toBe(0);
     expect(Object.keys(JSON.parse(child.stdout) as object)).toEqual(['projections']);
+    expect(child.stderr).toMatch(/^\{"level":20,.*"service":"cli"/m);
   }, 600_000);
 });
