@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sql } from '@shopstream/db';
+import { connectPostgres, sql, type Db } from '@shopstream/db';
 import { rebuildProjection, redriveDeadLetters, RebuildStalledError, type Bus, type ProjectionDefinition } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
@@ -26,10 +27,10 @@ const activityIds: string[] = [];
 const contactIds = new Set<string>();
 
 const liveGroup = () => `${rt.env.CONSUMER_GROUP_PREFIX}activity-projector`;
-const rebuild = (o: { bus?: Bus; deadAfterMs?: number } = {}) =>
+const rebuild = (o: { bus?: Bus; db?: Db; deadAfterMs?: number } = {}) =>
   rebuildProjection(activities, {
     bus: o.bus ?? rt.bus,
-    db: rt.db,
+    db: o.db ?? rt.db,
     logger: rt.logger,
     topics: rt.topics,
     groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
@@ -54,6 +55,20 @@ async function liveCaughtUp(): Promise<void> {
     },
     { timeoutMs: 90_000, message: 'live activity projector caught up, outbox relayed' },
   );
+}
+
+/** Makes one partition's live checkpoint claim records the log does not hold: a rebuild waits for them in vain. */
+async function unreachableCheckpoint(): Promise<() => Promise<void>> {
+  const [row] = await rt.db.query(sql`
+    SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} ORDER BY partition LIMIT 1`);
+  await rt.db.query(sql`
+    UPDATE projection_offsets SET next_offset = next_offset + 1000
+    WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} AND partition = ${row.partition}`);
+  return async () => {
+    await rt.db.query(sql`
+      UPDATE projection_offsets SET next_offset = ${row.next_offset}
+      WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} AND partition = ${row.partition}`);
+  };
 }
 
 const leftSchemas = async () =>
@@ -213,21 +228,61 @@ describe('projections rebuild, unattended', () => {
     expect(row.error).toContain('has delivered nothing');
   }, 120_000);
 
-  describe('the CLI', () => {
-    /** Makes one partition's live checkpoint claim records the log does not hold: a rebuild waits for them in vain. */
-    async function unreachableCheckpoint(): Promise<() => Promise<void>> {
-      const [row] = await rt.db.query(sql`
-        SELECT partition, next_offset FROM projection_offsets WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} ORDER BY partition LIMIT 1`);
-      await rt.db.query(sql`
-        UPDATE projection_offsets SET next_offset = next_offset + 1000
-        WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} AND partition = ${row.partition}`);
-      return async () => {
-        await rt.db.query(sql`
-          UPDATE projection_offsets SET next_offset = ${row.next_offset}
-          WHERE group_id = ${liveGroup()} AND topic = ${rt.topics.events} AND partition = ${row.partition}`);
-      };
+  it('gives up when the database is gone, and the next rebuild cleans up after it', async () => {
+    // The rebuild reaches PostgreSQL through a proxy the test closes: connections cut, new ones refused.
+    const target = new URL(rt.env.DATABASE_URL!);
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(Number(target.port || 5432), target.hostname);
+      for (const [a, b] of [
+        [client, upstream],
+        [upstream, client],
+      ]) {
+        sockets.add(a);
+        a.pipe(b);
+        a.on('error', () => b.destroy());
+        a.on('close', () => b.destroy());
+      }
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    const via = new URL(target);
+    via.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
+    const db = connectPostgres({ url: via.toString(), applicationName: 'rebuild-through-proxy' });
+    await liveCaughtUp();
+    const restore = await unreachableCheckpoint();
+    try {
+      const rebuilding = rebuild({ db, deadAfterMs: 10_000 }).catch((e: unknown) => e);
+      const building = await waitFor(
+        async () => {
+          const [r] = await rt.db.query(sql`
+            SELECT r.id, r.build_schema FROM projection_rebuilds r
+            WHERE r.status = 'running' AND EXISTS (SELECT 1 FROM projection_offsets o WHERE o.group_id = r.group_id)`);
+          return r as { id: string; build_schema: string } | undefined;
+        },
+        { timeoutMs: 60_000, message: 'the rebuild applying records' },
+      );
+      proxy.close();
+      for (const sock of sockets) sock.destroy();
+      const started = Date.now();
+      const failed = await rebuilding;
+      expect(failed).toBeInstanceOf(RebuildStalledError);
+      expect((failed as Error).message).toMatch(/^The rebuild of activity-projector gave up: the database has not answered for 10 s \(/);
+      expect(Date.now() - started).toBeLessThan(60_000);
+      // It could not clean up without its database: its row still says running, its schema is there.
+      expect(await leftSchemas()).toEqual([building.build_schema]);
+      await restore();
+      await rt.db.query(sql`UPDATE projection_rebuilds SET heartbeat_at = now() - interval '1 minute' WHERE id = ${building.id}`);
+      await rebuild();
+      expect(await leftSchemas()).toEqual([]);
+      expect((await rt.db.query(sql`SELECT status FROM projection_rebuilds WHERE id = ${building.id}`))[0].status).toBe('abandoned');
+    } finally {
+      await restore();
+      proxy.close();
+      await db.close();
     }
+  }, 240_000);
 
+  describe('the CLI', () => {
     it('exits 1 with one line naming the cause when its consumer delivers nothing for --give-up-after', async () => {
       await liveCaughtUp();
       const restore = await unreachableCheckpoint();

@@ -329,11 +329,54 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
     };
     let dbSeen = Date.now();
     let analyzed = false;
+    // A switch cut off from the database may have committed: the row says whether it did.
+    let switchUncertain = false;
+    /** One look at where the rebuild stands, and the switch once it caught up: true once switched. */
+    const step = async (): Promise<boolean> => {
+      if (switchUncertain) {
+        const [row] = await queryRows(db, sql`SELECT status FROM projection_rebuilds WHERE id = ${id}`, (r) => String(r.status));
+        if (row === 'switched') return true;
+        switchUncertain = false;
+      }
+      const behind = await behindLive(db, liveGroup, rebuildGroup, topic);
+      dbSeen = Date.now();
+      if (behind > 0 && Date.now() - consumerSeen > deadAfterMs) {
+        throw new RebuildStalledError(
+          `The rebuild of ${def.name} gave up: its consumer (group ${rebuildGroup}) has delivered nothing for ${Math.round(deadAfterMs / 1000)} s ` +
+            `while ${behind.toLocaleString('en-US')} records remain: it crashed or left its group.`,
+        );
+      }
+      if (Date.now() - lastReport >= progressEvery) {
+        report('building', behind);
+        lastReport = Date.now();
+      }
+      if (behind > 0) return false;
+      // Statistics before the switch: the planner would otherwise guess at the swapped-in tables until
+      // autovacuum comes round (the workspace listing took 30 times as long).
+      if (!analyzed) {
+        for (const t of def.tables) await db.query(sql`ANALYZE ${sql.ident(buildSchema, t)}`);
+        analyzed = true;
+      }
+      report('switching', 0);
+      switchUncertain = true;
+      const moved = await trySwitch(db, def, {
+        id,
+        liveGroup,
+        rebuildGroup,
+        topic,
+        buildSchema,
+        oldSchema,
+        keepOld: o.keepOld === true,
+        applied: () => applied,
+      });
+      switchUncertain = false;
+      if (moved === null) return false;
+      emitted = moved;
+      return true;
+    };
     for (;;) {
-      let behind: number;
       try {
-        behind = await behindLive(db, liveGroup, rebuildGroup, topic);
-        dbSeen = Date.now();
+        if (await step()) break;
       } catch (e) {
         if (!isDatabaseUnavailable(e)) throw e;
         if (Date.now() - dbSeen > deadAfterMs) {
@@ -344,39 +387,6 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
         }
         await new Promise((r) => setTimeout(r, 500));
         continue;
-      }
-      if (behind > 0 && Date.now() - consumerSeen > deadAfterMs) {
-        throw new RebuildStalledError(
-          `The rebuild of ${def.name} gave up: its consumer (group ${rebuildGroup}) has delivered nothing for ${Math.round(deadAfterMs / 1000)} s ` +
-            `while ${behind} records remain: it crashed or left its group.`,
-        );
-      }
-      if (Date.now() - lastReport >= progressEvery) {
-        report('building', behind);
-        lastReport = Date.now();
-      }
-      if (behind === 0) {
-        // Statistics before the switch: the planner would otherwise guess at the swapped-in tables until
-        // autovacuum comes round (the workspace listing took 30 times as long).
-        if (!analyzed) {
-          for (const t of def.tables) await db.query(sql`ANALYZE ${sql.ident(buildSchema, t)}`);
-          analyzed = true;
-        }
-        report('switching', 0);
-        const moved = await trySwitch(db, def, {
-          id,
-          liveGroup,
-          rebuildGroup,
-          topic,
-          buildSchema,
-          oldSchema,
-          keepOld: o.keepOld === true,
-          applied: () => applied,
-        });
-        if (moved !== null) {
-          emitted = moved;
-          break;
-        }
       }
       await new Promise((r) => setTimeout(r, 100));
     }
