@@ -367,6 +367,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
         buildSchema,
         oldSchema,
         keepOld: o.keepOld === true,
+        emits: def.emits(o.topics).length > 0,
         applied: () => applied,
       });
       switchUncertain = false;
@@ -450,6 +451,7 @@ async function trySwitch<T>(
     buildSchema: string;
     oldSchema: string;
     keepOld: boolean;
+    emits: boolean;
     applied(): number;
   },
 ): Promise<number | null> {
@@ -468,7 +470,10 @@ async function trySwitch<T>(
       await tx.query(sql`SELECT set_config('lock_timeout', ${TABLE_LOCK_TIMEOUT}, true)`);
       for (const t of def.tables) await tx.query(sql`LOCK TABLE ${sql.ident('public', t)} IN ACCESS EXCLUSIVE MODE`);
       if ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) throw new NotCaughtUp();
-      const moved = await tx.query(sql`
+      // Projections that emit nothing need not follow the convention the lookup relies on.
+      const moved = !r.emits
+        ? []
+        : await tx.query(sql`
         INSERT INTO public.outbox (topic, key, value, headers)
         SELECT topic, key, value, headers FROM ${sql.ident(r.buildSchema, BUILD_OUTBOX)} o
         WHERE NOT EXISTS (
