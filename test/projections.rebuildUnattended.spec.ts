@@ -179,6 +179,30 @@ describe('projections rebuild, unattended', () => {
     await liveCaughtUp();
   }, 300_000);
 
+  it('a timeline read waiting behind a switch holds no lock the switch needs next (the deadlock by hand)', async () => {
+    const contact = [...contactIds][0];
+    let read: Promise<number> | undefined;
+    // The switch's order: activities, then contact_timeline.
+    await rt.db.tx(async (tx) => {
+      await tx.query(sql`LOCK TABLE activities IN ACCESS EXCLUSIVE MODE`);
+      read = fetch(`${server.baseUrl}/v2026-04/contacts/${contact}/timeline/?limit=5`, { headers: shop.headers }).then(async (r) => {
+        await r.arrayBuffer();
+        return r.status;
+      });
+      await waitFor(
+        async () =>
+          (
+            await rt.db.query(sql`
+              SELECT 1 FROM pg_locks WHERE relation = 'public.activities'::regclass AND mode = 'AccessShareLock' AND NOT granted
+                AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
+          ).length > 0,
+        { timeoutMs: 30_000, message: 'the timeline read waiting for activities' },
+      );
+      await tx.query(sql`LOCK TABLE contact_timeline IN ACCESS EXCLUSIVE MODE`);
+    });
+    expect(await read).toBe(200);
+  }, 60_000);
+
   it('analyzes the new generation before the switch', async () => {
     await rebuild();
     const stats = await waitFor(
