@@ -26,7 +26,15 @@ export {
   type Rejected,
   type ValidRecord,
 } from './projection.js';
-export { rebuildProjection, projectionStatus, RebuildRefusedError, type RebuildOptions, type RebuildProgress, type ProjectionStatus } from './rebuild.js';
+export {
+  rebuildProjection,
+  projectionStatus,
+  RebuildRefusedError,
+  RebuildStalledError,
+  type RebuildOptions,
+  type RebuildProgress,
+  type ProjectionStatus,
+} from './rebuild.js';
 export { topicNames, topicOf, type TopicNames } from './topicNames.js';
 export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';

@@ -28,7 +28,9 @@ export interface ProjectionLogic<T> {
   /**
    * Applies records not applied yet, in the runner's transaction, and returns what they emit. Every value it
    * writes comes from the records (never the clock), so a rebuild writes the same rows. In a rebuild the
-   * unqualified table names resolve to the new generation's tables, and what it emits is dropped.
+   * unqualified table names resolve to the new generation's tables, and what it emits goes out only when the
+   * live run never emitted it: each emitted record's value carries the `shop_id` and `id` of the row it
+   * announces in the projection's first table (a metric event's id is its activity's, a trigger's its row's).
    */
   apply(tx: Queryable, records: ValidRecord<T>[]): Promise<EmittedRecord[]>;
   /** Runs before a batch's transaction: e.g. bring in-memory state up to the records' time. */
@@ -106,8 +108,16 @@ export interface ApplyMode {
   checkpointGroup: string;
   /** Set in a rebuild: the schema whose tables the unqualified names resolve to. */
   searchPath?: string;
-  /** Whether emitted records go to the outbox (live) or are dropped (a rebuild: they were emitted already). */
+  /**
+   * Whether emitted records go to the outbox. In a rebuild the outbox the name resolves to is the new
+   * generation's own (searchPath), which the switch empties into the live one.
+   */
   emit: boolean;
+  /**
+   * Set in a rebuild: keeps only the emitted records the live run never emitted (a record it dead-lettered
+   * and the rebuild applied), so a rebuild emits nothing twice.
+   */
+  unemitted?(tx: Queryable, emitted: EmittedRecord[]): Promise<EmittedRecord[]>;
   /** What becomes of records that cannot be applied: live sends them to the dead-letter topic. */
   reject(rejected: Rejected[]): Promise<void>;
 }
@@ -149,7 +159,7 @@ export async function applyBatch<T>(
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = await logic.apply(tx, fresh);
-        if (mode.emit) await appendToOutbox(tx, emitted);
+        if (mode.emit) await appendToOutbox(tx, mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted);
       }
       await tx.query(sql`
         INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)

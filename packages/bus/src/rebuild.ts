@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { isDeadlock, isLockNotAvailable, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
+import { isDatabaseUnavailable, isDeadlock, isLockNotAvailable, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import { UnknownTopicError } from './pglog/appendRecords.js';
+import { relayOutbox, type EmittedRecord } from './outbox.js';
 import type { Bus, Subscription } from './port.js';
 import { applyBatch, liveGroupId, pause, type ApplyMode, type ProjectionDefinition } from './projection.js';
 import type { TopicNames } from './topicNames.js';
@@ -11,6 +12,14 @@ export class RebuildRefusedError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'RebuildRefusedError';
+  }
+}
+
+/** A rebuild that lost its consumer or its database: it stopped and cleaned up; the message names the cause. */
+export class RebuildStalledError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RebuildStalledError';
   }
 }
 
@@ -36,6 +45,11 @@ export interface RebuildOptions {
   keepOld?: boolean;
   onProgress?(p: RebuildProgress): void;
   progressIntervalMs?: number;
+  /**
+   * How long the rebuild waits for a consumer that delivers nothing while records remain, or for a database
+   * that does not answer, before it gives up (RebuildStalledError). Default 30 s.
+   */
+  deadAfterMs?: number;
 }
 
 export interface RebuildResult {
@@ -46,11 +60,24 @@ export interface RebuildResult {
   seconds: number;
   /** Where the old generation's tables are, when kept. */
   keptSchema: string | null;
+  /** Side effects the live run never emitted (records it dead-lettered that the rebuild applied), emitted now. */
+  emitted: number;
 }
 
 /** A rebuild whose heartbeat is older than this is taken as dead (its process was killed). */
 const STALE_AFTER_SECONDS = 15;
 const HEARTBEAT_MS = 2_000;
+const DEAD_AFTER_MS = 30_000;
+/**
+ * How long the switch waits for the live tables' lock: readers that arrive meanwhile queue behind it, so it
+ * gives up well before the pool's 2 s queue timeout (which would open the readers' circuit breaker) and
+ * tries again.
+ */
+const TABLE_LOCK_TIMEOUT = '500ms';
+/** How long the switch waits for the live projector's checkpoints: a batch in hand holds one; no reader waits. */
+const CHECKPOINT_LOCK_TIMEOUT = '5s';
+/** The new generation's own outbox: what the rebuild emits waits there until the switch. */
+const BUILD_OUTBOX = 'outbox';
 
 const snake = (name: string) => name.replace(/[^a-z0-9]+/gi, '_').toLowerCase();
 
@@ -104,25 +131,81 @@ async function copyIndexNames(tx: Queryable, schema: string, table: string): Pro
   for (const [i, r] of renames.entries()) await tx.query(sql`ALTER INDEX ${ident(schema, `shopstream_ix_${i}`)} RENAME TO ${ident(r.to)}`);
 }
 
+/** The `shop_id` and `id` an emitted record announces (see ProjectionLogic.apply). */
+function announced(r: EmittedRecord): { shopId: string; id: string } {
+  let v: unknown;
+  try {
+    v = JSON.parse(typeof r.value === 'string' ? r.value : r.value.toString('utf8'));
+  } catch {
+    v = null;
+  }
+  const o = v as { shop_id?: unknown; id?: unknown } | null;
+  if (typeof o?.shop_id !== 'string' || typeof o.id !== 'string') {
+    throw new Error(`A record emitted to ${r.topic} carries no shop_id and id: a rebuild cannot tell whether the live run emitted it.`);
+  }
+  return { shopId: o.shop_id, id: o.id };
+}
+
+/**
+ * The emitted records whose row the live generation's first table lacks: the live run never applied their
+ * source record (it dead-lettered it), so it never emitted them either.
+ */
+async function unemittedBy(tx: Queryable, liveTable: string, emitted: EmittedRecord[]): Promise<EmittedRecord[]> {
+  const keys = emitted.map(announced);
+  const missing = await queryRows(
+    tx,
+    sql`
+    SELECT k.i FROM unnest(${keys.map((k) => k.shopId)}::uuid[], ${keys.map((k) => k.id)}::uuid[]) WITH ORDINALITY AS k(shop_id, id, i)
+    WHERE NOT EXISTS (SELECT 1 FROM ${ident('public', liveTable)} l WHERE l.shop_id = k.shop_id AND l.id = k.id)`,
+    (r) => Number(r.i) - 1,
+  );
+  return missing.map((i) => emitted[i]);
+}
+
+/**
+ * Leftovers of rebuilds of this projection that died without cleaning up (a kill -9, a lost database):
+ * schemas no live rebuild owns (`rebuild_*` being built, `retired_*` switched but not dropped unless kept with
+ * --keep-old, which the rebuild's row names), and checkpoints of rebuild groups. Runs under the rebuild lock.
+ */
+async function dropLeftovers(tx: Queryable, projection: string, liveGroup: string): Promise<string[]> {
+  const prefix = snake(projection);
+  const like = (kind: string) => `${kind}\\_${prefix.replace(/_/g, '\\_')}\\_%`;
+  const orphans = await queryRows(
+    tx,
+    sql`
+    SELECT nspname FROM pg_namespace n
+    WHERE (nspname LIKE ${like('rebuild')} OR nspname LIKE ${like('retired')})
+      AND NOT EXISTS (SELECT 1 FROM projection_rebuilds r WHERE r.projection = ${projection} AND (r.old_schema = n.nspname OR (r.build_schema = n.nspname AND r.status = 'running')))`,
+    (r) => String(r.nspname),
+  );
+  for (const s of orphans) await tx.query(sql`DROP SCHEMA ${ident(s)} CASCADE`);
+  await tx.query(sql`DELETE FROM projection_offsets WHERE group_id LIKE ${`${liveGroup.replace(/[\\%_]/g, '\\$&')}.rebuild.%`}`);
+  return orphans;
+}
+
 /**
  * Rebuilds one projection from the first record of its topic while the live projection keeps serving:
  * 1. its tables are copied empty (same columns, constraints and index names) into a new schema;
  * 2. a consumer group of its own reads the topic from offset 0 and applies every record into them, with
- *    the projection's own logic but never past the live projection's checkpoint, and emits nothing (the
- *    live run emitted those records' effects already);
- * 3. once it stands where the live projection stands, one transaction locks the live tables, lets the
- *    rebuild take the last records the live run committed meanwhile, and swaps the two generations' schemas:
- *    reads and the live projector (which address the tables by name) go on with the new generation, from the
- *    live checkpoint, so nothing is applied twice and no effect is lost or emitted again;
+ *    the projection's own logic but never past the live projection's checkpoint; what it emits waits in the
+ *    new schema's outbox, and only when the live run never emitted it (a record it dead-lettered);
+ * 3. once it stands where the live projection stands, its tables are analyzed, and one transaction holds the
+ *    live projector's checkpoints (so it applies nothing more), lets the rebuild take the last records the
+ *    live run committed meanwhile, locks the live tables (briefly, in the order readers take them), moves the
+ *    waiting emitted records to the outbox and swaps the two generations' schemas: reads and the live
+ *    projector (which address the tables by name) go on with the new generation, from the live checkpoint,
+ *    so nothing is applied twice and no effect is lost or emitted twice;
  * 4. the old generation is dropped (or kept with keepOld).
  * Refused, with nothing changed, when a partition's log no longer starts at offset 0, or another rebuild of
- * the projection is running.
+ * the projection is running. Gives up (RebuildStalledError) when its consumer delivers nothing while records
+ * remain, or the database does not answer, for deadAfterMs. Cleans up what dead rebuilds left first.
  */
 export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: RebuildOptions): Promise<RebuildResult> {
   const { db, bus } = o;
   const topic = def.source(o.topics);
   const liveGroup = liveGroupId(o.groupPrefix, def);
   const started = Date.now();
+  const deadAfterMs = o.deadAfterMs ?? DEAD_AFTER_MS;
 
   const trimmed = (await bus.offsets(topic)).filter((p) => p.low !== '0');
   if (trimmed.length > 0) {
@@ -137,7 +220,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
   const buildSchema = `rebuild_${tag}`;
   const oldSchema = `retired_${tag}`;
   const rebuildGroup = `${liveGroup}.rebuild.${id.slice(0, 8)}`;
-  const stale = await db.tx(async (tx) => {
+  const { stale, dropped } = await db.tx(async (tx) => {
     await tx.query(sql`SELECT pg_advisory_xact_lock(74203, hashtext(${def.name}))`);
     const running = await queryRows(
       tx,
@@ -163,9 +246,8 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       await tx.query(
         sql`UPDATE projection_rebuilds SET status = 'abandoned', finished_at = now(), error = 'its process stopped renewing its heartbeat' WHERE id = ${r.id}`,
       );
-      await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(r.build_schema)} CASCADE`);
-      await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${r.group_id}`);
     }
+    const dropped = await dropLeftovers(tx, def.name, liveGroup);
     await tx.query(sql`
       INSERT INTO projection_rebuilds (id, projection, version, build_schema, group_id, status)
       VALUES (${id}, ${def.name}, ${def.version}, ${buildSchema}, ${rebuildGroup}, 'running')`);
@@ -174,11 +256,19 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       await tx.query(sql`CREATE TABLE ${sql.ident(buildSchema, t)} (LIKE ${sql.ident('public', t)} INCLUDING ALL)`);
       await copyIndexNames(tx, buildSchema, t);
     }
-    return running.map((r) => r.group_id as string);
+    await tx.query(sql`CREATE TABLE ${sql.ident(buildSchema, BUILD_OUTBOX)} (LIKE public.outbox INCLUDING DEFAULTS)`);
+    return { stale: running.map((r) => r.group_id), dropped };
   });
-  for (const g of stale) await bus.deleteGroup(g).catch(() => {});
 
   const log = o.logger.child({ rebuild: id, projection: def.name, group: rebuildGroup });
+  if (dropped.length > 0) log.warn({ schemas: dropped }, 'dropped what earlier rebuilds that died left behind');
+  // A dead rebuild's group may keep its member until the broker's session timeout: tried now and after the switch.
+  const deleteStaleGroups = () =>
+    Promise.all(
+      stale.map((g) => bus.deleteGroup(g).catch((e) => log.warn({ err: e, staleGroup: g }, 'could not delete the consumer group of a rebuild that died'))),
+    );
+  await deleteStaleGroups();
+
   let applied = 0;
   let rejected = 0;
   let switched = false;
@@ -190,16 +280,20 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
   heartbeat.unref();
 
   let sub: Subscription | null = null;
+  let emitted = 0;
   const logic = await def.open({ db, logger: log, topics: o.topics });
   try {
     const mode: ApplyMode = {
       checkpointGroup: rebuildGroup,
       searchPath: buildSchema,
-      emit: false,
+      emit: true,
+      unemitted: (tx, records) => unemittedBy(tx, def.tables[0], records),
       async reject(r) {
         rejected += r.length;
       },
     };
+    // The consumer's last sign of life: a batch handed over, or a wait for the live checkpoint.
+    let consumerSeen = Date.now();
     sub = await bus.consume({
       groupId: rebuildGroup,
       topics: [topic],
@@ -207,6 +301,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       handleBatch: async (batch, ctx) => {
         let rest = batch.records;
         while (rest.length > 0) {
+          consumerSeen = Date.now();
           if (switched) return;
           // Never past the live checkpoint: what lies beyond it is the live run's to apply (and to emit).
           const limit = (await checkpoints(db, liveGroup, batch.topic)).get(batch.partition) ?? 0n;
@@ -220,8 +315,10 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
           if (!ctx.isRunning()) throw new Error('the rebuild is stopping');
           await pause(100, ctx);
         }
+        consumerSeen = Date.now();
       },
     });
+    consumerSeen = Date.now();
 
     const progressEvery = o.progressIntervalMs ?? 1_000;
     let lastReport = 0;
@@ -230,21 +327,73 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
       const perSecond = seconds > 0 ? applied / seconds : 0;
       o.onProgress?.({ applied, perSecond, behind, etaSeconds: perSecond > 0 ? behind / perSecond : behind === 0 ? 0 : null, phase });
     };
-    for (;;) {
+    let dbSeen = Date.now();
+    let analyzed = false;
+    // A switch cut off from the database may have committed: the row says whether it did.
+    let switchUncertain = false;
+    /** One look at where the rebuild stands, and the switch once it caught up: true once switched. */
+    const step = async (): Promise<boolean> => {
+      if (switchUncertain) {
+        const [row] = await queryRows(db, sql`SELECT status FROM projection_rebuilds WHERE id = ${id}`, (r) => String(r.status));
+        if (row === 'switched') return true;
+        switchUncertain = false;
+      }
       const behind = await behindLive(db, liveGroup, rebuildGroup, topic);
+      dbSeen = Date.now();
+      if (behind > 0 && Date.now() - consumerSeen > deadAfterMs) {
+        throw new RebuildStalledError(
+          `The rebuild of ${def.name} gave up: its consumer (group ${rebuildGroup}) has delivered nothing for ${Math.round(deadAfterMs / 1000)} s ` +
+            `while ${behind.toLocaleString('en-US')} records remain: it crashed or left its group.`,
+        );
+      }
       if (Date.now() - lastReport >= progressEvery) {
         report('building', behind);
         lastReport = Date.now();
       }
-      if (behind === 0) {
-        report('switching', 0);
-        if (await trySwitch(db, def, { id, liveGroup, rebuildGroup, topic, buildSchema, oldSchema, applied: () => applied })) break;
+      if (behind > 0) return false;
+      // Statistics before the switch: the planner would otherwise guess at the swapped-in tables until
+      // autovacuum comes round (the workspace listing took 30 times as long).
+      if (!analyzed) {
+        for (const t of def.tables) await db.query(sql`ANALYZE ${sql.ident(buildSchema, t)}`);
+        analyzed = true;
+      }
+      report('switching', 0);
+      switchUncertain = true;
+      const moved = await trySwitch(db, def, {
+        id,
+        liveGroup,
+        rebuildGroup,
+        topic,
+        buildSchema,
+        oldSchema,
+        keepOld: o.keepOld === true,
+        emits: def.emits(o.topics).length > 0,
+        applied: () => applied,
+      });
+      switchUncertain = false;
+      if (moved === null) return false;
+      emitted = moved;
+      return true;
+    };
+    for (;;) {
+      try {
+        if (await step()) break;
+      } catch (e) {
+        if (!isDatabaseUnavailable(e)) throw e;
+        if (Date.now() - dbSeen > deadAfterMs) {
+          throw new RebuildStalledError(
+            `The rebuild of ${def.name} gave up: the database has not answered for ${Math.round(deadAfterMs / 1000)} s (${(e as Error).message}).`,
+            { cause: e },
+          );
+        }
+        await new Promise((r) => setTimeout(r, 500));
+        continue;
       }
       await new Promise((r) => setTimeout(r, 100));
     }
     switched = true;
     report('switched', 0);
-    log.info({ applied, rejected }, 'rebuild switched to the new generation');
+    log.info({ applied, rejected, emitted }, 'rebuild switched to the new generation');
   } catch (e) {
     clearInterval(heartbeat);
     await sub?.stop().catch(() => {});
@@ -257,7 +406,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
         await tx.query(sql`DROP SCHEMA IF EXISTS ${sql.ident(buildSchema)} CASCADE`);
         await tx.query(sql`DELETE FROM projection_offsets WHERE group_id = ${rebuildGroup}`);
       })
-      .catch((e2) => log.error({ err: e2 }, 'could not clean up after the failed rebuild'));
+      .catch((e2) => log.error({ err: e2 }, 'could not clean up after the failed rebuild: the next rebuild will'));
     await bus.deleteGroup(rebuildGroup).catch(() => {});
     throw e;
   }
@@ -265,55 +414,90 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
   clearInterval(heartbeat);
   await sub.stop();
   await logic.close?.();
+  // The live projector's relays would send them within a second or so; sent now, so they go out also when none runs.
+  if (emitted > 0) {
+    for (const e of def.emits(o.topics)) {
+      await relayOutbox({ db, bus, topic: e.topic, legacyName: e.name }).catch((err) =>
+        log.warn({ err }, 'could not relay the emitted records; the live relay will'),
+      );
+    }
+  }
   await db.query(sql`DELETE FROM projection_offsets WHERE group_id = ${rebuildGroup}`);
   await bus.deleteGroup(rebuildGroup).catch((e) => log.warn({ err: e }, 'could not delete the rebuild consumer group'));
+  await deleteStaleGroups();
   await db.query(sql`UPDATE projection_rebuilds SET applied = ${applied} WHERE id = ${id}`);
   if (!o.keepOld) await db.query(sql`DROP SCHEMA ${sql.ident(oldSchema)} CASCADE`);
-  return { id, applied, rejected, seconds: (Date.now() - started) / 1000, keptSchema: o.keepOld ? oldSchema : null };
+  return { id, applied, rejected, seconds: (Date.now() - started) / 1000, keptSchema: o.keepOld ? oldSchema : null, emitted };
 }
 
 class NotCaughtUp extends Error {}
 
 /**
- * The switch, in one transaction: lock the live tables (the live projector's next batch waits; readers wait
- * a moment), let the rebuild catch up with the live checkpoint it can no longer move, swap the schemas.
- * False when the rebuild did not catch up in time: the lock is released and the caller tries again.
+ * The switch, in one transaction: hold the live projector's checkpoints (its next batch waits; readers do
+ * not), let the rebuild catch up with the live checkpoint it can no longer move, then lock the live tables in
+ * the order readers take them (the projection's table order: a reader joining two takes them in that order
+ * too), for at most TABLE_LOCK_TIMEOUT, move what the rebuild emitted that the live run never did to the
+ * outbox, and swap the schemas. Returns how many emitted records it moved, or null when it did not get its
+ * locks or the catch-up in time: everything is released and the caller tries again.
  */
 async function trySwitch<T>(
   db: Db,
   def: ProjectionDefinition<T>,
-  r: { id: string; liveGroup: string; rebuildGroup: string; topic: string; buildSchema: string; oldSchema: string; applied(): number },
-): Promise<boolean> {
+  r: {
+    id: string;
+    liveGroup: string;
+    rebuildGroup: string;
+    topic: string;
+    buildSchema: string;
+    oldSchema: string;
+    keepOld: boolean;
+    emits: boolean;
+    applied(): number;
+  },
+): Promise<number | null> {
   try {
-    await db.tx(async (tx) => {
-      // A long read holding the table makes the lock wait, and every read after it waits behind: give up
-      // soon and try again rather than stall the readers.
-      await tx.query(sql`SET LOCAL lock_timeout = '2s'`);
-      await tx.query(
-        sql`LOCK TABLE ${sql.join(
-          def.tables.map((t) => sql.ident('public', t)),
-          sql`, `,
-        )} IN ACCESS EXCLUSIVE MODE`,
-      );
+    return await db.tx(async (tx) => {
+      await tx.query(sql`SELECT set_config('lock_timeout', ${CHECKPOINT_LOCK_TIMEOUT}, true)`);
+      // Every live batch starts by locking its partition's checkpoint: holding them all keeps the live
+      // projector out of its tables without a lock on them. A partition with no checkpoint yet is caught below.
+      await tx.query(sql`SELECT partition FROM projection_offsets WHERE group_id = ${r.liveGroup} AND topic = ${r.topic} ORDER BY partition FOR UPDATE`);
       const deadline = Date.now() + 3_000;
       while ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) {
         if (Date.now() > deadline) throw new NotCaughtUp();
         await new Promise((res) => setTimeout(res, 25));
       }
+      // Readers queue behind a lock that waits: it waits briefly, and is held only for the swap itself.
+      await tx.query(sql`SELECT set_config('lock_timeout', ${TABLE_LOCK_TIMEOUT}, true)`);
+      for (const t of def.tables) await tx.query(sql`LOCK TABLE ${sql.ident('public', t)} IN ACCESS EXCLUSIVE MODE`);
+      if ((await behindLive(tx, r.liveGroup, r.rebuildGroup, r.topic)) > 0) throw new NotCaughtUp();
+      // Projections that emit nothing need not follow the convention the lookup relies on.
+      const moved = !r.emits
+        ? []
+        : await tx.query(sql`
+        INSERT INTO public.outbox (topic, key, value, headers)
+        SELECT topic, key, value, headers FROM ${sql.ident(r.buildSchema, BUILD_OUTBOX)} o
+        WHERE NOT EXISTS (
+          SELECT 1 FROM ${ident('public', def.tables[0])} l
+          WHERE l.shop_id = (o.value::jsonb ->> 'shop_id')::uuid AND l.id = (o.value::jsonb ->> 'id')::uuid)
+        ORDER BY o.seq
+        RETURNING seq`);
+      await tx.query(sql`DROP TABLE ${sql.ident(r.buildSchema, BUILD_OUTBOX)}`);
       await tx.query(sql`CREATE SCHEMA ${sql.ident(r.oldSchema)}`);
       for (const t of def.tables) {
         await tx.query(sql`ALTER TABLE ${sql.ident('public', t)} SET SCHEMA ${sql.ident(r.oldSchema)}`);
         await tx.query(sql`ALTER TABLE ${sql.ident(r.buildSchema, t)} SET SCHEMA public`);
       }
       await tx.query(sql`DROP SCHEMA ${sql.ident(r.buildSchema)}`);
+      // old_schema names only a generation kept on purpose: one left by a rebuild that died before dropping
+      // it is an orphan the next rebuild drops.
       await tx.query(sql`
-        UPDATE projection_rebuilds SET status = 'switched', old_schema = ${r.oldSchema}, applied = ${r.applied()}, finished_at = now(), heartbeat_at = now()
+        UPDATE projection_rebuilds SET status = 'switched', old_schema = ${r.keepOld ? r.oldSchema : null}, applied = ${r.applied()}, finished_at = now(), heartbeat_at = now()
         WHERE id = ${r.id}`);
+      return moved.length;
     });
-    return true;
   } catch (e) {
-    // Not caught up in time, the lock not had in time, or a deadlock with the live projector.
-    if (e instanceof NotCaughtUp || isLockNotAvailable(e) || isDeadlock(e)) return false;
+    // Not caught up in time, a lock not had in time, or a deadlock with the live projector.
+    if (e instanceof NotCaughtUp || isLockNotAvailable(e) || isDeadlock(e)) return null;
     throw e;
   }
 }

@@ -90,17 +90,26 @@ export const command: Command = {
       },
     },
     rebuild: {
-      usage: `  pnpm cli projections rebuild <projection> [--yes] [--keep-old]
+      usage: `  pnpm cli projections rebuild <projection> [--yes] [--keep-old] [--give-up-after <seconds>]
       Rebuilds one projection (activity-projector, flow-matcher, conversation-projector) from the first
       record of its topic into a new generation of its tables while the running services keep serving the
       current one, then switches reads and the live projector to the new generation in one transaction and
       drops the old one (--keep-old keeps it, in a schema named in the output). Emits no metric event or flow
-      trigger again. Asks for confirmation unless --yes. Progress goes to stderr. Exit 2, with nothing changed,
-      when a partition's log no longer starts at offset 0, when another rebuild of the projection runs, or in
-      embedded mode on PGlite while \`pnpm start\` holds the data directory.`,
+      trigger again, except those the live run never emitted (records it dead-lettered that the rebuild could
+      apply). First drops what rebuilds that died left behind. Asks for confirmation unless --yes. Progress
+      goes to stderr. Exit 2, with nothing changed, when a partition's log no longer starts at offset 0, when
+      another rebuild of the projection runs, or in embedded mode on PGlite while \`pnpm start\` holds the data
+      directory. Exit 1, having cleaned up, when its consumer delivers nothing while records remain, or the
+      database does not answer, for --give-up-after seconds (default 30).`,
       async run(args) {
-        const { values, positionals } = parse(args, { yes: { type: 'boolean' }, 'keep-old': { type: 'boolean' } }, true);
+        const { values, positionals } = parse(
+          args,
+          { yes: { type: 'boolean' }, 'keep-old': { type: 'boolean' }, 'give-up-after': { type: 'string', default: '30' } },
+          true,
+        );
         if (positionals.length !== 1) throw new UsageError('Name one projection to rebuild.');
+        const giveUpAfter = Number(values['give-up-after']);
+        if (!(giveUpAfter > 0)) throw new UsageError('--give-up-after takes a number of seconds above 0.');
         return await withRuntime(async (rt) => {
           const defs = definitions(rt.env);
           const def = defs.find((d) => d.name === positionals[0]);
@@ -123,11 +132,13 @@ export const command: Command = {
             topics: rt.topics,
             groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
             keepOld: values['keep-old'] === true,
+            deadAfterMs: giveUpAfter * 1000,
             onProgress: progressPrinter(def.name),
           });
           console.log(
             `Rebuilt ${def.name}: ${num(result.applied)} records applied in ${result.seconds.toFixed(1)} s` +
               `${result.rejected > 0 ? `, ${num(result.rejected)} unusable records skipped (dead-lettered before)` : ''}; reads and the live projector use the new tables.` +
+              (result.emitted > 0 ? `\n${num(result.emitted)} records the live run never emitted (it dead-lettered their source) were emitted now.` : '') +
               (result.keptSchema ? `\nThe old tables are kept in schema ${result.keptSchema} (DROP SCHEMA ${result.keptSchema} CASCADE when done).` : ''),
           );
           return 0;

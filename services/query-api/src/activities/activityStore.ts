@@ -87,14 +87,18 @@ export const activityStore = {
     return known === true;
   },
 
-  /** A contact's activities, newest event_time first (index contact_timeline_order). */
+  /**
+   * A contact's activities, newest event_time first (index contact_timeline_order). activities is named
+   * first: a statement locks its tables in the order it names them, and a rebuild's switch locks them in the
+   * projection's order (activities, contact_timeline); the other order deadlocks with it.
+   */
   async timelinePage(db: Queryable, shopId: string, contactId: string, q: PageQuery) {
     const { bound, order } = newestFirst(sql`t.event_time`, sql`t.activity_id`, q);
     return queryRows(
       db,
       sql`
-      SELECT ${columns}, t.event_time::text AS pos FROM contact_timeline t
-      JOIN activities a ON a.shop_id = t.shop_id AND a.id = t.activity_id
+      SELECT ${columns}, t.event_time::text AS pos FROM activities a
+      JOIN contact_timeline t ON a.shop_id = t.shop_id AND a.id = t.activity_id
       WHERE t.shop_id = ${shopId} AND t.contact_id = ${contactId} ${bound} ${order} LIMIT ${q.take}`,
       positioned,
     );
