@@ -118,7 +118,8 @@ export const rebuildUnderLoad: Scenario = {
     const failedReads: { atS: number; kind: ReadKind; status: string; code?: string; message?: string; rebuild?: number }[] = [];
     let readMaxMs = 0;
     let currentRebuild: number | undefined;
-    const withContact = load.accepted.filter((e) => e.contactId !== undefined);
+    const readable = load.accepted;
+    const withContact = readable.filter((e) => e.contactId !== undefined);
     const pick = <T>(xs: T[]) => xs[Math.floor(ctx.random() * xs.length)];
     const readOne = async (i: number) => {
       const kind = KINDS[i % KINDS.length];
@@ -127,7 +128,7 @@ export const rebuildUnderLoad: Scenario = {
         kind === 'workspace list'
           ? `${q}/v2026-04/activities/?scope=workspace`
           : kind === 'one activity'
-            ? `${q}/v2026-04/activities/${pick(load.accepted).activityId}/`
+            ? `${q}/v2026-04/activities/${pick(readable).activityId}/`
             : `${q}/v2026-04/contacts/${pick(withContact).contactId}/timeline/`;
       const t = Date.now();
       let status = 'error';
@@ -242,7 +243,12 @@ export const rebuildUnderLoad: Scenario = {
             lastChangeAt = Date.now();
           }
           // Stalled: the count still for 30 s while live writes go on (the rebuild applies up to the live checkpoint).
-          if (!run.lostConsumer && !faulted && Date.now() - lastChangeAt > LOST_CONSUMER_EXIT_MS && (await lastCheckpoint(db, LIVE_GROUP)) > lastChangeAt)
+          if (
+            !run.lostConsumer &&
+            !(faulted && fault === 'kill -9 the rebuild') &&
+            Date.now() - lastChangeAt > LOST_CONSUMER_EXIT_MS &&
+            (await lastCheckpoint(db, LIVE_GROUP)) > lastChangeAt
+          )
             run.lostConsumer = { how: 'its applied count still for 30 s while the live projector moved on', atS: (lastChangeAt - startedAt) / 1000 };
           if (!faulted && fault !== 'none' && applied !== undefined && applied >= faultAt) {
             faulted = true;

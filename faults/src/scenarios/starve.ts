@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Kafka, logLevel } from 'kafkajs';
 import { headers as H, schemas, topics } from '@shopstream/contracts';
 import { sql } from '@shopstream/db';
@@ -25,12 +27,56 @@ const CONSUMERS = [
   { service: 'flow-matcher', group: 'shopstream.flow-matcher', topic: topics.metrics },
   { service: 'conversation-projector', group: 'shopstream.conversation-projector', topic: topics.conversations },
 ] as const;
+/** The services' share of the machine while starved, when a cpu cgroup can be made. */
+const CGROUP_PERCENT = 10;
 /** The outbox relay's round (packages/bus/src/outbox.ts): a round sent again whole is the most `metrics` may exceed the activities by. */
 const RELAY_ROUND = 5_000;
 
 /** A busy loop at nice -5 (the services run at 0): it takes its core from them. Killed by its pid. */
 function cpuHog(): ChildProcess {
   return spawn('nice', ['-n', '-5', 'sh', '-c', 'while :; do :; done'], { stdio: 'ignore' });
+}
+
+const CPU_CGROUP = '/sys/fs/cgroup/cpu';
+
+/**
+ * The services' processes moved into a cgroup (v1 cpu controller, as mounted here; v2 has no cpu controller
+ * here) whose CFS quota is `percent` % of the whole machine: starved whatever else runs beside them. Undefined
+ * when the cgroup cannot be made (not root, not mounted); release() moves them back and removes it.
+ */
+function cpuLimit(pids: number[], percent: number): { path: string; release(): void } | undefined {
+  const dir = path.join(CPU_CGROUP, `shopstream-faults-starve-${process.pid}`);
+  try {
+    mkdirSync(dir);
+    const period = Number(readFileSync(path.join(dir, 'cpu.cfs_period_us'), 'utf8'));
+    writeFileSync(path.join(dir, 'cpu.cfs_quota_us'), String(Math.round((period * os.cpus().length * percent) / 100)));
+    for (const pid of pids) writeFileSync(path.join(dir, 'cgroup.procs'), String(pid));
+  } catch {
+    try {
+      for (const pid of pids) writeFileSync(path.join(CPU_CGROUP, 'cgroup.procs'), String(pid));
+      rmdirSync(dir);
+    } catch {
+      // nothing made, nothing to undo
+    }
+    return undefined;
+  }
+  let released = false;
+  return {
+    path: dir,
+    release() {
+      if (released) return;
+      released = true;
+      // A process that exited meanwhile has left the cgroup already: each move on its own.
+      for (const pid of readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
+        try {
+          writeFileSync(path.join(CPU_CGROUP, 'cgroup.procs'), pid);
+        } catch {
+          // gone
+        }
+      }
+      rmdirSync(dir);
+    },
+  };
 }
 
 /** The nice value the kernel gives a process (field 19 of /proc/<pid>/stat), to show the hog got its priority. */
@@ -145,12 +191,20 @@ export const starve: Scenario = {
     await sleep(leadMs);
     const hogs = [cpuHog(), cpuHog()];
     ctx.defer(() => void hogs.forEach((h) => h.kill('SIGKILL')));
+    const limit = cpuLimit(
+      Object.values(p.current).map((sv) => sv.process.pid!),
+      CGROUP_PERCENT,
+    );
+    if (limit) ctx.defer(() => limit.release());
     const starvedAt = Date.now();
     await sleep(500);
     const hogNice = hogs.map((h) => niceOf(h.pid));
-    ctx.log(`CPU hogs running (pids ${hogs.map((h) => h.pid).join(', ')}, nice ${hogNice.join(', ')})`);
+    ctx.log(
+      `CPU hogs running (pids ${hogs.map((h) => h.pid).join(', ')}, nice ${hogNice.join(', ')}); services ${limit ? `in ${limit.path}, ${CGROUP_PERCENT} % of the machine` : 'not limited (no writable cpu cgroup)'}`,
+    );
     await sleep(starveMs - 500);
     for (const h of hogs) h.kill('SIGKILL');
+    limit?.release();
     const fedAt = Date.now();
     const acceptedAtFed = load.accepted.length;
     ctx.log('CPU hogs killed');
@@ -226,7 +280,12 @@ export const starve: Scenario = {
         measure: 'load held',
         value: `${Math.round(load.events.length / loadS)} events/s (bulks of 10, keyed, half with a contact) and ${convRate} conversations/s for ${Math.round(loadS)} s`,
       },
-      { measure: 'fault', value: `2 busy loops at nice -5 (nice ${hogNice.join(', ')}) for ${sec(fedAt - starvedAt)} s, ${leadMs / 1000} s into the load` },
+      {
+        measure: 'fault',
+        value:
+          `2 busy loops at nice -5 (nice ${hogNice.join(', ')})` +
+          `${limit ? ` and the services' CPU quota at ${CGROUP_PERCENT} % of the machine (cgroup)` : ''} for ${sec(fedAt - starvedAt)} s, ${leadMs / 1000} s into the load`,
+      },
       { measure: 'events accepted', value: `${stored.accepted} of ${load.events.length} (${acceptedAtFed} by the end of starvation)` },
       { measure: 'ingest answers by status', value: byStatus(load.statuses) },
       { measure: 'conversations published, projected', value: `${conversationIds.length}, ${Number(conv.n)} (${convFailures} publishes failed)` },
@@ -256,6 +315,7 @@ export const starve: Scenario = {
         leadMs,
         starveMs,
         afterMs,
+        cgroup: limit ? { path: limit.path, percentOfMachine: CGROUP_PERCENT } : null,
         starvedAtS: (starvedAt - loadStart) / 1000,
         fedAtS: (fedAt - loadStart) / 1000,
         applyingAgain,
@@ -274,7 +334,7 @@ export const starve: Scenario = {
       },
       notes: [
         `Load from the harness process: ${rate} keyed events/s in bulks of 10 (half with a contact, sent again until accepted) and ${convRate} conversation records/s on the conversations topic; one flow on placed_order. The harness runs at nice 0 too, so the load thins out while the hogs run and catches up after.`,
-        `The hogs: \`nice -n -5 sh -c 'while :; do :; done'\`, one per core, killed -9 after ${starveMs / 1000} s (cgroups v2 is not mounted here, so no cpu.max). Times count from their kill.`,
+        `The hogs: \`nice -n -5 sh -c 'while :; do :; done'\`, one per core, killed -9 after ${starveMs / 1000} s; meanwhile the five service processes sit in a cgroup of the v1 cpu controller (cgroups v2 has no cpu controller here) with cpu.cfs_quota_us at ${CGROUP_PERCENT} % of the machine, cpu.max's equivalent (hogs alone at nice -5 left the services most of a core on this shared machine). Times count from the hogs' kill and the quota's removal.`,
         'Applying again: the first checkpoint (projection_offsets.updated_at) a consumer writes after the hogs are gone. Alive but idle: at the end, after the catch-up wait, a consumer whose /healthz is not 200, whose group leaves a partition of its topic unassigned, or whose checkpoints lag the log.',
         `metrics: records on the topic (high minus low watermarks) against the shop's activities; a relay round is ${RELAY_ROUND.toLocaleString('en-US')} rows.`,
       ],
