@@ -40,6 +40,8 @@ interface RebuildRun {
   projectorApplyingAgainS?: number;
   /** rebuild_* and retired_* schemas left once this rebuild had ended. */
   schemasAfter: string[];
+  /** When its output said it booted, began switching, switched: seconds from the start of the reads. */
+  phasesAtS: Record<string, number>;
   logFile: string;
   lastLines: string[];
 }
@@ -117,6 +119,7 @@ export const rebuildUnderLoad: Scenario = {
     const reads: Record<ReadKind, Record<string, number>> = { 'workspace list': {}, 'one activity': {}, 'contact timeline': {} };
     const failedReads: { atS: number; kind: ReadKind; status: string; code?: string; message?: string; rebuild?: number }[] = [];
     let readMaxMs = 0;
+    const readWindows: { ok: number; failed: Record<string, number>; maxMs: number }[] = [];
     let currentRebuild: number | undefined;
     const readable = load.accepted;
     const withContact = readable.filter((e) => e.contactId !== undefined);
@@ -141,8 +144,13 @@ export const rebuildUnderLoad: Scenario = {
         status = e?.name === 'TimeoutError' ? 'timeout' : String(e?.cause?.code ?? 'error');
       }
       readMaxMs = Math.max(readMaxMs, Date.now() - t);
+      // Per 5 s of the run, by when each read was sent: where the failures fall against the rebuilds' phases.
+      const w = (readWindows[Math.floor((t - loadStart) / 5_000)] ??= { ok: 0, failed: {}, maxMs: 0 });
+      w.maxMs = Math.max(w.maxMs, Date.now() - t);
+      if (/^2/.test(status)) w.ok++;
+      else w.failed[status] = (w.failed[status] ?? 0) + 1;
       reads[kind][status] = (reads[kind][status] ?? 0) + 1;
-      if (!/^2/.test(status) && failedReads.length < 200)
+      if (!/^2/.test(status) && failedReads.length < 50)
         failedReads.push({ atS: (t - loadStart) / 1000, kind, status, code: body?.error?.code, message: body?.error?.message, rebuild: currentRebuild });
     };
     let reading = true;
@@ -211,7 +219,7 @@ export const rebuildUnderLoad: Scenario = {
     for (const [index, fault] of faults.entries()) {
       currentRebuild = index;
       const logFile = path.join(logDir, `rebuild-${index}-${process.pid}-${Date.now()}.log`);
-      const run: RebuildRun = { index, fault, refused: 0, startedAtS: 0, schemasAfter: [], logFile, lastLines: [] };
+      const run: RebuildRun = { index, fault, refused: 0, startedAtS: 0, schemasAfter: [], phasesAtS: {}, logFile, lastLines: [] };
       runs.push(run);
       // A fraction of the rebuild at which the fault comes: somewhere in its first two thirds.
       const faultAt = Math.floor(load.accepted.length * (0.2 + 0.45 * ctx.random()));
@@ -227,6 +235,8 @@ export const rebuildUnderLoad: Scenario = {
           lines.push(l);
           if (lines.length > 30) lines.shift();
           if (/Another rebuild of/.test(l)) refusedLine = true;
+          const phase = /caught up: switching|: switched|switched to the new generation|bootstrap API keys ensured/.exec(l)?.[0];
+          if (phase && !(phase in run.phasesAtS)) run.phasesAtS[phase] = Number(((Date.now() - loadStart) / 1000).toFixed(1));
           if (!run.lostConsumer && CONSUMER_LOST.test(l))
             run.lostConsumer = { how: 'a consumer-crash line in its output', atS: (Date.now() - startedAt) / 1000 };
         });
@@ -383,6 +393,7 @@ export const rebuildUnderLoad: Scenario = {
         runs,
         reads,
         failedReads,
+        readWindows: readWindows.map((w, i) => ({ fromS: i * 5, ...w })),
         before,
         after,
         lostSample: stored.lostSample,
