@@ -44,7 +44,7 @@ const CPU_CGROUP = '/sys/fs/cgroup/cpu';
  * here) whose CFS quota is `percent` % of the whole machine: starved whatever else runs beside them. Undefined
  * when the cgroup cannot be made (not root, not mounted); release() moves them back and removes it.
  */
-function cpuLimit(pids: number[], percent: number): { path: string; release(): void } | undefined {
+function cpuLimit(pids: number[], percent: number): { path: string; throttled: Record<string, number>; release(): void } | undefined {
   const dir = path.join(CPU_CGROUP, `shopstream-faults-starve-${process.pid}`);
   try {
     mkdirSync(dir);
@@ -61,11 +61,21 @@ function cpuLimit(pids: number[], percent: number): { path: string; release(): v
     return undefined;
   }
   let released = false;
-  return {
+  const limit = {
     path: dir,
+    /** The cgroup's cpu.stat as it was released: how often and how long the quota held the services back. */
+    throttled: {} as Record<string, number>,
     release() {
       if (released) return;
       released = true;
+      try {
+        for (const line of readFileSync(path.join(dir, 'cpu.stat'), 'utf8').split('\n')) {
+          const [k, v] = line.split(' ');
+          if (k) limit.throttled[k] = Number(v);
+        }
+      } catch {
+        // no figures
+      }
       // A process that exited meanwhile has left the cgroup already: each move on its own.
       for (const pid of readFileSync(path.join(dir, 'cgroup.procs'), 'utf8').split('\n').filter(Boolean)) {
         try {
@@ -77,6 +87,7 @@ function cpuLimit(pids: number[], percent: number): { path: string; release(): v
       rmdirSync(dir);
     },
   };
+  return limit;
 }
 
 /** The nice value the kernel gives a process (field 19 of /proc/<pid>/stat), to show the hog got its priority. */
@@ -286,6 +297,14 @@ export const starve: Scenario = {
           `2 busy loops at nice -5 (nice ${hogNice.join(', ')})` +
           `${limit ? ` and the services' CPU quota at ${CGROUP_PERCENT} % of the machine (cgroup)` : ''} for ${sec(fedAt - starvedAt)} s, ${leadMs / 1000} s into the load`,
       },
+      ...(limit
+        ? [
+            {
+              measure: 'the quota held the services back',
+              value: `${limit.throttled.nr_throttled ?? '?'} of ${limit.throttled.nr_periods ?? '?'} periods, ${sec((limit.throttled.throttled_time ?? 0) / 1e6)} s in all`,
+            },
+          ]
+        : []),
       { measure: 'events accepted', value: `${stored.accepted} of ${load.events.length} (${acceptedAtFed} by the end of starvation)` },
       { measure: 'ingest answers by status', value: byStatus(load.statuses) },
       { measure: 'conversations published, projected', value: `${conversationIds.length}, ${Number(conv.n)} (${convFailures} publishes failed)` },
@@ -303,7 +322,7 @@ export const starve: Scenario = {
         goal: { text: `≤ ${RELAY_ROUND.toLocaleString('en-US')} (one relay round)`, met: metricsRecords - activities <= RELAY_ROUND },
       },
       { measure: 'caught up after the load (every activity, every lag 0)', value: sec(caughtUpMs), unit: 's' },
-      { measure: 'consumer crash lines in the logs', value: CONSUMERS.map((c) => `${c.service} ${crashLines[c.service]}`).join(', ') },
+      { measure: 'log lines of an expelled or crashed consumer', value: CONSUMERS.map((c) => `${c.service} ${crashLines[c.service]}`).join(', ') },
       { measure: 'ingest-api healthz at the end', value: ingestHealth },
     ];
     return {
@@ -315,7 +334,7 @@ export const starve: Scenario = {
         leadMs,
         starveMs,
         afterMs,
-        cgroup: limit ? { path: limit.path, percentOfMachine: CGROUP_PERCENT } : null,
+        cgroup: limit ? { path: limit.path, percentOfMachine: CGROUP_PERCENT, cpuStat: limit.throttled } : null,
         starvedAtS: (starvedAt - loadStart) / 1000,
         fedAtS: (fedAt - loadStart) / 1000,
         applyingAgain,
