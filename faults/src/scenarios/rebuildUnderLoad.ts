@@ -178,9 +178,14 @@ export const rebuildUnderLoad: Scenario = {
     const cli = fromSource
       ? ['--conditions=@shopstream/source', '--import', 'tsx', 'services/cli/src/main.ts', ...cliArgs]
       : ['services/cli/dist/main.js', ...cliArgs];
-    const runningApplied = async (): Promise<number | undefined> => {
+    /**
+     * The records applied by the rebuild this process started: its row, not one a killed rebuild left 'running'
+     * (the same host's clock, so a row started before the process was spawned is not its).
+     */
+    const runningApplied = async (spawnedAt: number): Promise<number | undefined> => {
       const [r] = await db.query(
-        sql`SELECT applied FROM projection_rebuilds WHERE projection = ${PROJECTOR} AND status = 'running' ORDER BY started_at DESC LIMIT 1`,
+        sql`SELECT applied FROM projection_rebuilds WHERE projection = ${PROJECTOR} AND status = 'running'
+            AND started_at >= to_timestamp(${spawnedAt / 1000}::float8) ORDER BY started_at DESC LIMIT 1`,
       );
       return r === undefined ? undefined : Number(r.applied);
     };
@@ -226,6 +231,8 @@ export const rebuildUnderLoad: Scenario = {
       let startedAt = 0;
       let result: { code: number | null; signal: NodeJS.Signals | null };
       const refusedSince = Date.now();
+      // Once per rebuild, whichever of its tries (a refused one included) reaches the moment.
+      let faulted = false;
       for (;;) {
         let refusedLine = false;
         startedAt = Date.now();
@@ -243,11 +250,10 @@ export const rebuildUnderLoad: Scenario = {
         ctx.log(`rebuild ${index + 1} (${fault}) started, pid ${a.child.pid}${run.refused > 0 ? ` after ${run.refused} refusals` : ''}`);
         let ended: { code: number | null; signal: NodeJS.Signals | null } | undefined;
         void a.exited.then((r) => (ended = r));
-        let faulted = false;
         let lastApplied = -1;
         let lastChangeAt = Date.now();
         while (!ended) {
-          const applied = await runningApplied().catch(() => undefined);
+          const applied = await runningApplied(startedAt).catch(() => undefined);
           if (applied !== undefined && applied !== lastApplied) {
             lastApplied = applied;
             lastChangeAt = Date.now();
