@@ -258,10 +258,12 @@ export const rebuildUnderLoad: Scenario = {
             lastApplied = applied;
             lastChangeAt = Date.now();
           }
-          // Stalled: the count still for 30 s while live writes go on (the rebuild applies up to the live checkpoint).
+          // Stalled: the count still for 30 s while live writes go on (the rebuild applies up to the live checkpoint);
+          // counted from its row's first count, not from the spawn (the CLI takes a while to boot on a busy machine).
           if (
             !run.lostConsumer &&
             !(faulted && fault === 'kill -9 the rebuild') &&
+            lastApplied >= 0 &&
             Date.now() - lastChangeAt > LOST_CONSUMER_EXIT_MS &&
             (await lastCheckpoint(db, LIVE_GROUP)) > lastChangeAt
           )
