@@ -6,9 +6,11 @@ import { crash } from './crash.js';
 import { badInput } from './badInput.js';
 import { crossShop } from './crossShop.js';
 import { noisyNeighbour } from './noisyNeighbour.js';
+import { starve } from './starve.js';
+import { rebuildUnderLoad } from './rebuildUnderLoad.js';
 
 /**
  * Every scenario `pnpm faults` knows, in the order a bare `pnpm faults` runs them. To add one: a module in
  * this directory exporting a `Scenario` (see ../types.ts), imported and listed here.
  */
-export const scenarios: Scenario[] = [postgresOutage, brokerOutage, leaderFailover, crash, badInput, crossShop, noisyNeighbour];
+export const scenarios: Scenario[] = [postgresOutage, brokerOutage, leaderFailover, crash, badInput, crossShop, noisyNeighbour, starve, rebuildUnderLoad];
