@@ -103,7 +103,7 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     await b.publish(t, [{ key: 'k', value: 'one' }]);
     await waitFor(async () => (await b.lag(g, [t]))[0].lag === 0 && c.records().length === 1, { message: 'first record committed' });
     await b.publish(t, [{ key: 'k', value: 'two' }]);
-    await waitFor(() => c.records().length === 2, { timeoutMs: 10_000, message: 'second record, woken by NOTIFY' });
+    await waitFor(() => c.records().length === 2, { timeoutMs: 120_000, message: 'second record, woken by NOTIFY (the poll would take 600 s)' });
     expect(c.records().map((r) => [r.offset, r.value.toString()])).toEqual([
       ['0', 'one'],
       ['1', 'two'],
