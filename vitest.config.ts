@@ -47,7 +47,8 @@ export default defineConfig({
   test: {
     ...base.test,
     projects: [
-      { extends: true, test: { name: 'unit', include: unit } },
+      // Not isolated: the files share one module graph per worker, so each import is transformed and run once.
+      { extends: true, test: { name: 'unit', include: unit, isolate: false } },
       {
         extends: true,
         test: {
