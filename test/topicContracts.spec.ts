@@ -33,7 +33,7 @@ describe('on a real broker', () => {
     const started = [];
     for (const f of Object.values(serviceFactories)) started.push(await f(rt));
     server = await startTestServer(rt, started);
-  }, 90_000);
+  });
   afterAll(async () => {
     await server?.stop();
     await rt?.close();
