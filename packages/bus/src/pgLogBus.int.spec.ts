@@ -83,7 +83,7 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     const records = Array.from({ length: 2_500 }, (_, i) => ({ key: `shop-${i % 7}`, value: String(i) }));
     await b.publish(t, records);
     const c = await collect(b, `g-${randomUUID()}`, t);
-    await waitFor(() => c.records().length >= records.length, { timeoutMs: 30_000, message: 'all 2500 records' });
+    await waitFor(() => c.records().length >= records.length, { timeoutMs: 120_000, message: 'all 2500 records' });
     expect(c.records()).toHaveLength(2_500);
     expect(Math.max(...c.batches.map((x) => x.records.length))).toBe(500);
     for (const partition of [0, 1]) {
