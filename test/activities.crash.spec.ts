@@ -48,6 +48,15 @@ async function stream(rt: Runtime, topic: string, records: { key: string; value:
   }
 }
 
+/**
+ * A stream cut in two: the first half is published while the first process runs, the second only after it was
+ * killed, so the kill lands mid-stream however fast this machine lets that process catch up with the first half.
+ */
+function halves<T>(records: T[]): [T[], T[]] {
+  const mid = Math.floor(records.length / 2);
+  return [records.slice(0, mid), records.slice(mid)];
+}
+
 let rt: Runtime;
 beforeAll(async () => {
   // Consumer groups of their own: a group shared with other spec files would rebalance with theirs.
@@ -58,7 +67,7 @@ afterAll(async () => {
 });
 
 describe('activity projector killed mid-stream', () => {
-  it('every event has exactly one Activity and timeline entry, and at least one metric event with its own id', { timeout: 240_000 }, async () => {
+  it('every event has exactly one Activity and timeline entry, and at least one metric event with its own id', { timeout: 480_000 }, async () => {
     const shops = Array.from({ length: 4 }, () => randomUUID());
     const contacts = shops.map((shop) =>
       Array.from({ length: 5 }, (_, k) => ({ id: randomUUID(), email: `c${k}-${shop.slice(0, 8)}@example.com`, phone: null, remote_id: null, name: null })),
@@ -98,18 +107,16 @@ describe('activity projector killed mid-stream', () => {
     const withContact = [...first.values()].filter((e) => e.contact !== null).length;
 
     const one = startService(rt, 'services/activity-projector/src/main.ts');
-    const publishing = stream(
-      rt,
-      rt.topics.events,
-      events.map((e) => eventsTopic.record(e)),
-    );
+    const [before, after] = halves(events.map((e) => eventsTopic.record(e)));
+    const publishing = stream(rt, rt.topics.events, before);
     await waitFor(async () => (await count(rt, sql`SELECT count(*) AS n FROM activities`)) >= 500, {
-      timeoutMs: 60_000,
+      timeoutMs: 120_000,
       message: 'the first process projects some events',
     });
     one.child.kill('SIGKILL');
     expect(await one.exited).toBeNull();
     await publishing;
+    await stream(rt, rt.topics.events, after);
     const atCrash = await count(rt, sql`SELECT count(*) AS n FROM activities`);
     // The kill landed mid-stream: work was left for the next process.
     expect(atCrash).toBeLessThan(ids.length);
@@ -181,7 +188,7 @@ describe('activity projector killed mid-stream', () => {
 });
 
 describe('flow matcher killed mid-stream', () => {
-  it('exactly one trigger per (flow, metric event), each published with its one id', { timeout: 240_000 }, async () => {
+  it('exactly one trigger per (flow, metric event), each published with its one id', { timeout: 480_000 }, async () => {
     const shop = randomUUID();
     const all = randomUUID();
     const even = randomUUID();
@@ -227,16 +234,14 @@ describe('flow matcher killed mid-stream', () => {
     }
 
     const one = startService(rt, 'services/flow-matcher/src/main.ts');
-    const publishing = stream(
-      rt,
-      rt.topics.metrics,
-      metrics.map((m) => metricsTopic.record(m)),
-    );
+    const [before, after] = halves(metrics.map((m) => metricsTopic.record(m)));
+    const publishing = stream(rt, rt.topics.metrics, before);
     const triggers = sql`SELECT count(*) AS n FROM flow_triggers WHERE shop_id = ${shop}`;
-    await waitFor(async () => (await count(rt, triggers)) >= 600, { timeoutMs: 60_000, message: 'the first process writes some triggers' });
+    await waitFor(async () => (await count(rt, triggers)) >= 600, { timeoutMs: 120_000, message: 'the first process writes some triggers' });
     one.child.kill('SIGKILL');
     expect(await one.exited).toBeNull();
     await publishing;
+    await stream(rt, rt.topics.metrics, after);
     const atCrash = await count(rt, triggers);
     expect(atCrash).toBeLessThan(expected.size);
 

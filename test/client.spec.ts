@@ -36,7 +36,7 @@ describe('on Kafka and PostgreSQL', () => {
       await startActivityProjector(rt),
       await startConversationProjector(rt),
     ]);
-  }, 60_000);
+  });
   afterAll(async () => {
     await server?.stop();
     await rt?.close();

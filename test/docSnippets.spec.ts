@@ -69,7 +69,7 @@ beforeAll(async () => {
     KAFKA_PARTITIONS: String(rt.env.KAFKA_PARTITIONS),
     LOG_LEVEL: 'warn',
   };
-}, 90_000);
+});
 afterAll(async () => {
   await server?.stop();
   await rt?.close();

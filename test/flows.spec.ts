@@ -355,7 +355,7 @@ describe('flow matching', () => {
           ? true
           : null;
       },
-      { timeoutMs: 15_000, intervalMs: 500, message: 'the new flow triggers' },
+      { timeoutMs: 60_000, intervalMs: 500, message: 'the new flow triggers' },
     );
     const last = await order(a, 130, email('kim', 'vip.example'));
     await waitForTrigger(fresh, a, last);

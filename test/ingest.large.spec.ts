@@ -29,8 +29,8 @@ describe('a bulk request near the body limit', () => {
     expect(res.status).toBe(200);
     const { results } = (await res.json()) as { results: { status: string; event: { activity_id: string } }[] };
     expect(results.map((r) => r.status)).toEqual(Array(100).fill('success'));
-    const records = await readTopic(rt, rt.topics.events, (rs) => rs.length >= 100, 30_000);
+    const records = await readTopic(rt, rt.topics.events, (rs) => rs.length >= 100, 120_000);
     const ids = new Set(records.map((r) => JSON.parse(r.value.toString()).activity_id));
     expect(ids).toEqual(new Set(results.map((r) => r.event.activity_id)));
-  }, 90_000);
+  }, 240_000);
 });

@@ -18,7 +18,7 @@ let server: TestServer;
 beforeAll(async () => {
   rt = await startTestRuntime({}, 'metrics');
   server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
-}, 60_000);
+});
 afterAll(async () => {
   await server?.stop();
   await rt?.close();

@@ -28,7 +28,7 @@ beforeAll(async () => {
   server = await startTestServer(rt, [await startIngestApi(rt), await startQueryApi(rt)]);
   docFile = path.join(dir, 'openapi.json');
   writeFileSync(docFile, await (await fetch(`${server.baseUrl}/openapi.json`)).text());
-}, 60_000);
+});
 afterAll(async () => {
   await server?.stop();
   await rt?.close();

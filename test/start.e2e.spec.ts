@@ -105,7 +105,7 @@ async function eventsFlowAndTimeline(base: string, call: ReturnType<typeof api>)
       const text = await (await fetch(`${base}/metrics`)).text();
       return Number(/^shopstream_flow_matcher_active_flows (\d+)/m.exec(text)?.[1] ?? 0) >= 1;
     },
-    { timeoutMs: 15_000, message: 'the flow in the matcher index' },
+    { timeoutMs: 60_000, message: 'the flow in the matcher index' },
   );
   const email = `e2e-${randomUUID()}@example.com`;
   const ev = await call('POST', '/events/', {
@@ -230,7 +230,7 @@ describe('pnpm start, embedded (nothing but Node)', () => {
         accepted.push(r.body.activity_id);
       }
       s.child.kill('SIGKILL');
-      await waitFor(() => s.child.exitCode !== null || s.child.signalCode !== null, { timeoutMs: 10_000, message: 'the killed process' });
+      await waitFor(() => s.child.exitCode !== null || s.child.signalCode !== null, { timeoutMs: 60_000, message: 'the killed process' });
       const orphans = postgresProcesses(env.DATA_DIR);
       expect(orphans.length).toBeGreaterThan(0);
       s = await startShopstream(env);

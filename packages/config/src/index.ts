@@ -60,6 +60,8 @@ export const envSchema = z.object({
   INGEST_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(0).default(3_500),
   // Tokens a replica leases from the shared bucket in Postgres at a time.
   INGEST_RATE_LIMIT_CHUNK: int(50),
+  // How long a request waits for a lease before its replica fails open on a local bucket.
+  INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS: int(500),
   // How long the 429 of a key already known over its limit is held before it is sent (0: at once), so a runaway
   // producer is slowed where it runs (packages/http/src/heldAnswers.ts).
   INGEST_RATE_LIMIT_HOLD_MS: z.coerce.number().int().min(0).max(10_000).default(500),

@@ -29,6 +29,11 @@ export interface LeasedRateLimitOptions {
   onFailOpen?: (err: unknown) => void;
   /** What a unit is called in the 429's message. */
   unit?: string;
+  /**
+   * This replica's clock, in ms (Date.now): when a lease is due again, what has refilled since the last one, the
+   * fail-open buckets. Tests drive it; the shared bucket's refill stays on the database's clock.
+   */
+  now?: () => number;
 }
 
 interface Policy {
@@ -93,8 +98,11 @@ export class LeasedRateLimiter {
   private downUntil = 0;
   private readonly sweeper: NodeJS.Timeout | null = null;
   private closed = false;
+  private readonly now: () => number;
 
   constructor(private readonly o: LeasedRateLimitOptions) {
+    // Looked up per call, not captured: a test that fakes Date after the limiter was made still drives it.
+    this.now = o.now ?? (() => Date.now());
     this.policies = [
       ...(o.perSecond > 0 ? [{ name: 'burst' as const, limit: o.perSecond, windowSeconds: 1, perMs: o.perSecond / 1000 }] : []),
       ...(o.perMinute > 0 ? [{ name: 'steady' as const, limit: o.perMinute, windowSeconds: 60, perMs: o.perMinute / 60_000 }] : []),
@@ -136,7 +144,7 @@ export class LeasedRateLimiter {
         shopId,
         local: 0,
         shared: this.policies.map((p) => p.limit),
-        sharedAt: Date.now(),
+        sharedAt: this.now(),
         emptyUntil: 0,
         usedAt: 0,
         inflight: null,
@@ -144,19 +152,19 @@ export class LeasedRateLimiter {
       };
       this.keys.set(id, s);
     }
-    s.usedAt = Date.now();
+    s.usedAt = this.now();
     for (let attempt = 0; ; attempt++) {
-      if (Date.now() < this.downUntil) {
+      if (this.now() < this.downUntil) {
         // Counting on our own; one background lease at a time finds out whether the database is back.
-        if (!s.inflight && Date.now() >= this.downUntil - this.failOpenMs / 2) void this.lease(s, this.chunk).catch(() => {});
+        if (!s.inflight && this.now() >= this.downUntil - this.failOpenMs / 2) void this.lease(s, this.chunk).catch(() => {});
         return this.takeFallback(s, cost);
       }
       if (s.local >= cost) {
         s.local -= cost;
-        if (s.local < this.chunk / 2 && !s.inflight && Date.now() >= s.emptyUntil) void this.lease(s, this.chunk).catch(() => {});
+        if (s.local < this.chunk / 2 && !s.inflight && this.now() >= s.emptyUntil) void this.lease(s, this.chunk).catch(() => {});
         return this.allowShared(s, cost);
       }
-      if (Date.now() < s.emptyUntil || attempt >= 2) return this.rejectShared(s, cost);
+      if (this.now() < s.emptyUntil || attempt >= 2) return this.rejectShared(s, cost);
       const lease = s.inflight ?? this.lease(s, Math.max(this.chunk, cost - s.local));
       let timer: NodeJS.Timeout | undefined;
       const timedOut = await Promise.race([
@@ -181,7 +189,7 @@ export class LeasedRateLimiter {
    */
   rejectNow(apiKeyId: string, shopId: string): RateDecision | undefined {
     const s = this.keys.get(`${apiKeyId}/${shopId}`);
-    const now = Date.now();
+    const now = this.now();
     if (!s || now < this.downUntil || s.local >= 1 || now >= s.emptyUntil) return undefined;
     s.usedAt = now;
     return this.rejectShared(s, 1);
@@ -210,7 +218,7 @@ export class LeasedRateLimiter {
     if (this.closed) return;
     this.closed = true;
     if (this.sweeper) clearInterval(this.sweeper);
-    if (Date.now() < this.downUntil) return;
+    if (this.now() < this.downUntil) return;
     await Promise.allSettled([...this.keys.values()].filter((s) => s.local > 0 && !s.inflight).map((s) => this.giveBack(s)));
   }
 
@@ -224,7 +232,7 @@ export class LeasedRateLimiter {
         (rows) => {
           const granted = Number(rows[0].granted);
           const left = { burst: Number(rows[0].burst_left), steady: Number(rows[0].steady_left) };
-          const now = Date.now();
+          const now = this.now();
           s.local += granted;
           s.shared = this.policies.map((pol) => left[pol.name]);
           s.sharedAt = now;
@@ -259,8 +267,8 @@ export class LeasedRateLimiter {
   }
 
   private failOpen(e: unknown): void {
-    const wasUp = Date.now() >= this.downUntil;
-    this.downUntil = Date.now() + this.failOpenMs;
+    const wasUp = this.now() >= this.downUntil;
+    this.downUntil = this.now() + this.failOpenMs;
     if (wasUp) this.o.onFailOpen?.(e);
   }
 
@@ -275,7 +283,7 @@ export class LeasedRateLimiter {
 
   /** What each policy has left for this key as far as this replica knows: the shared bucket, refilled since, plus its own tokens. */
   private remainingShared(s: KeyState): number[] {
-    const ms = Date.now() - s.sharedAt;
+    const ms = this.now() - s.sharedAt;
     return this.policies.map((p, i) => Math.max(0, Math.min(p.limit, Math.floor(Math.min(p.limit, s.shared[i] + p.perMs * ms) + s.local))));
   }
 
@@ -286,16 +294,16 @@ export class LeasedRateLimiter {
   }
 
   private rejectShared(s: KeyState, cost: number): RateDecision {
-    const ms = Date.now() - s.sharedAt;
+    const ms = this.now() - s.sharedAt;
     const wait = Math.max(
-      s.emptyUntil - Date.now(),
+      s.emptyUntil - this.now(),
       ...this.policies.map((p, i) => (cost - s.local - Math.min(p.limit, s.shared[i] + p.perMs * ms)) / p.perMs),
     );
     return this.decision(false, this.remainingShared(s), wait, true, () => {});
   }
 
   private takeFallback(s: KeyState, cost: number): RateDecision {
-    const now = Date.now();
+    const now = this.now();
     const f = (s.fallback ??= { tokens: this.policies.map((p) => p.limit), at: now });
     f.tokens = f.tokens.map((t, i) => Math.min(this.policies[i].limit, t + this.policies[i].perMs * (now - f.at)));
     f.at = now;
@@ -353,7 +361,7 @@ export class LeasedRateLimiter {
 
   /** Gives back the tokens of keys idle for idleReturnMs; forgets keys idle for a minute. */
   private sweep(): void {
-    const now = Date.now();
+    const now = this.now();
     if (now < this.downUntil) return;
     for (const [id, s] of this.keys) {
       if (s.inflight || now - s.usedAt < this.idleReturnMs) continue;

@@ -15,6 +15,8 @@ export interface RateLimitOptions {
   windowSeconds: number;
   /** The policy name in the RateLimit-Policy and RateLimit fields. */
   policy?: string;
+  /** The window's clock; by default the database's now(), which every replica shares. Tests drive it. */
+  now?: () => Date;
 }
 
 /**
@@ -30,15 +32,16 @@ export function rateLimit(o: RateLimitOptions): RequestHandler {
   return async (req, res, next) => {
     try {
       // now() is the database's clock: replicas with skewed clocks still agree on the window.
+      const now = o.now ? sql`${o.now().toISOString()}::timestamptz` : sql`now()`;
       const [counted] = await queryRows(
         o.db,
         sql`
         INSERT INTO rate_limits AS r (bucket, api_key_id, shop_id, window_start, count)
-        VALUES (${o.bucket}, ${req.apiKeyId}, ${req.shopId}, now(), 1)
+        VALUES (${o.bucket}, ${req.apiKeyId}, ${req.shopId}, ${now}, 1)
         ON CONFLICT (bucket, api_key_id, shop_id) DO UPDATE SET
-          window_start = CASE WHEN r.window_start <= now() - ${window}::interval THEN now() ELSE r.window_start END,
-          count = CASE WHEN r.window_start <= now() - ${window}::interval THEN 1 ELSE least(r.count + 1, ${o.limit + 1}) END
-        RETURNING count, ceil(extract(epoch FROM (window_start + ${window}::interval - now())))::int AS reset`,
+          window_start = CASE WHEN r.window_start <= ${now} - ${window}::interval THEN ${now} ELSE r.window_start END,
+          count = CASE WHEN r.window_start <= ${now} - ${window}::interval THEN 1 ELSE least(r.count + 1, ${o.limit + 1}) END
+        RETURNING count, ceil(extract(epoch FROM (window_start + ${window}::interval - ${now})))::int AS reset`,
         (r) => ({ count: Number(r.count), reset: Number(r.reset) }),
       );
       const count = counted.count;

@@ -1,6 +1,6 @@
 /**
  * The Kafka version every way of getting a broker uses: the jars the local broker is fetched as
- * (packages/testkit/kafka/pom.xml holds the same number, checked by versions.spec.ts), the Docker image,
+ * (packages/testkit/kafka/pom.xml holds the same number, checked by versions.unit.spec.ts), the Docker image,
  * and docker-compose.yml. 4.3.1 is the newest 4.x whose every artifact Maven Central serves (4.4.0 lacks
  * kafka-tools-api) and kafkajs 2.2.4 passes the testkit's checks against it; see README.md.
  */

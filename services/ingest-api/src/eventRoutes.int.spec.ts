@@ -81,7 +81,7 @@ describe('errors of the event endpoints', () => {
         const a = await post('/events/', event(), headers);
         return a.status === 401 ? a : undefined;
       },
-      { timeoutMs: 10_000, message: 'revoked key refused' },
+      { timeoutMs: 60_000, message: 'revoked key refused' },
     );
     expectError(refused, 401, 'unauthorized', { authorization: 'Unknown or revoked key.' });
     // Creating it again, as BOOTSTRAP_API_KEYS does at every start, does not bring it back.

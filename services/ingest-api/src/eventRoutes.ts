@@ -35,6 +35,7 @@ export function ingestRateLimiter(rt: Runtime): LeasedRateLimiter {
     perSecond: rt.env.INGEST_RATE_LIMIT_PER_SECOND,
     perMinute: rt.env.INGEST_RATE_LIMIT_PER_MINUTE,
     chunk: rt.env.INGEST_RATE_LIMIT_CHUNK,
+    leaseTimeoutMs: rt.env.INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS,
     onFailOpen: (err) => rt.logger.warn({ err }, 'ingest rate limit: the database did not answer a lease; counting on this replica alone for now (fail open)'),
   });
 }
