@@ -158,7 +158,7 @@ describe('errors of the event endpoints', () => {
     for (const levels of [5_000, 100_000]) {
       const body = `{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"a": ${'['.repeat(levels)}${']'.repeat(levels)}}}}`;
       const a = await post('/events/', body, { ...shop.headers, 'content-type': 'application/json' }, true);
-      expectError(a, 400, 'validation_error', { 'metric.additional_properties': 'Nested at most 32 levels deep.' });
+      expectError(a, 400, 'validation_error', { 'metric.additional_properties': 'Nested at most 16 levels deep.' });
     }
   });
 
