@@ -2,23 +2,56 @@ import type { RequestHandler } from 'express';
 import { isUuid } from '@shopstream/contracts';
 import { ApiError } from './errors.js';
 import type { ApiKeyStore } from './apiKeys.js';
+import type { FailedAuthLimiter } from './authFailures.js';
+import { counter } from '@shopstream/telemetry';
 
 const BEARER = /^Bearer\s+(\S+)\s*$/i;
 
 /** The secret of an `Authorization: Bearer <key>` header, or undefined when it is missing or malformed. */
 export const bearerSecret = (header: string | undefined): string | undefined => BEARER.exec(header ?? '')?.[1];
 
+const refused = counter(
+  'shopstream_auth_refused_total',
+  "Requests refused by API key authentication, by reason: malformed (no Bearer secret, or not of a key's shape: no query), unknown (unknown or revoked key), limited (429: too many failed look-ups from the address).",
+  ['reason'],
+);
+
 /**
  * `Authorization: Bearer <key>` (401 when missing, unknown or revoked), then `X-Shop-Id` (400
  * `invalid_shop` when missing or not a uuid), then the grant (403 when the key does not reach that shop).
+ * A secret not of a key's shape is refused without a query; a secret the process has no answer for is looked up
+ * only while the client's address has failed look-ups left (`failures`): past that, 429 with Retry-After.
  */
-export function requireAuth(keys: ApiKeyStore): RequestHandler {
+export function requireAuth(keys: ApiKeyStore, failures?: FailedAuthLimiter): RequestHandler {
   return async (req, _res, next) => {
     const secret = bearerSecret(req.get('authorization'));
-    if (secret === undefined)
+    if (secret === undefined) {
+      refused.inc({ reason: 'malformed' });
       return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
-    const key = await keys.resolve(secret);
-    if (!key) return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
+    }
+    let key = keys.cached(secret);
+    if (key === undefined) {
+      // A key that worked here before is refreshed whatever the address did: it is the valid caller's query.
+      const address = req.ip ?? req.socket.remoteAddress ?? '';
+      const wait = failures && !keys.wasKnown(secret) ? failures.retryAfterSeconds(address) : 0;
+      if (wait > 0) {
+        refused.inc({ reason: 'limited' });
+        return next(
+          new ApiError(
+            'rate_limited',
+            `Too many unknown API keys from this address: this one was not checked. Retry after ${wait} seconds.`,
+            { authorization: 'Not checked: too many failed authentications from this address.' },
+            { 'Retry-After': String(wait) },
+          ),
+        );
+      }
+      key = await keys.resolve(secret);
+      if (!key) failures?.failed(address);
+    }
+    if (!key) {
+      refused.inc({ reason: 'unknown' });
+      return next(new ApiError('unauthorized', 'The API key is unknown or revoked.', { authorization: 'Unknown or revoked key.' }));
+    }
     const shop = req.get('x-shop-id')?.trim() ?? '';
     if (!isUuid(shop)) {
       return next(new ApiError('invalid_shop', 'Send the shop as the X-Shop-Id header, a uuid.', { 'x-shop-id': shop ? 'Must be a uuid.' : 'Required.' }));
