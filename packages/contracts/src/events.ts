@@ -45,14 +45,24 @@ const isUnsafeInteger = (v: unknown): boolean => typeof v === 'number' && Number
  * arrives as 12345678901234567000, and would be stored so without a word). Its path is relative to the value.
  */
 function propertiesProblem(root: object, maxDepth: number): { path: (string | number)[]; message: string } | null {
-  const stack: { v: object; depth: number; path: (string | number)[] }[] = [{ v: root, depth: 1, path: [] }];
+  // Frames hold a container, its keys (null for an array) and the next index; the path is rebuilt from the
+  // frames only on a hit, so a clean value (nearly all) allocates nothing per entry: this runs on every event.
+  type Frame = { v: object; keys: string[] | null; i: number; at: string | number };
+  const stack: Frame[] = [{ v: root, keys: Array.isArray(root) ? null : Object.keys(root), i: 0, at: '' }];
   while (stack.length > 0) {
-    const { v, depth, path } = stack.pop()!;
-    if (depth > maxDepth) return { path: [], message: `Nested at most ${maxDepth} levels deep.` };
-    const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((c, i) => [i, c]) : Object.entries(v);
-    for (const [k, child] of entries) {
-      if (isUnsafeInteger(child)) return { path: [...path, k], message: UNSAFE_INTEGER };
-      if (child !== null && typeof child === 'object') stack.push({ v: child, depth: depth + 1, path: [...path, k] });
+    const f = stack[stack.length - 1];
+    const n = f.keys ? f.keys.length : (f.v as unknown[]).length;
+    if (f.i >= n) {
+      stack.pop();
+      continue;
+    }
+    const key: string | number = f.keys ? f.keys[f.i++] : f.i++;
+    const child = f.keys ? (f.v as Record<string, unknown>)[key] : (f.v as unknown[])[key as number];
+    if (typeof child === 'number') {
+      if (isUnsafeInteger(child)) return { path: [...stack.slice(1).map((s) => s.at), key], message: UNSAFE_INTEGER };
+    } else if (child !== null && typeof child === 'object') {
+      if (stack.length >= maxDepth) return { path: [], message: `Nested at most ${maxDepth} levels deep.` };
+      stack.push({ v: child, keys: Array.isArray(child) ? null : Object.keys(child), i: 0, at: key });
     }
   }
   return null;
