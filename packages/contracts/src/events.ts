@@ -80,6 +80,7 @@ export const metricInputSchema = z
       value: z
         .number({ error: 'Must be a finite number.' })
         .refine((v) => !isUnsafeInteger(v), UNSAFE_INTEGER)
+        .describe(`A finite number; an integer must be within ±${Number.MAX_SAFE_INTEGER}.`)
         .optional(),
       additional_properties: z
         .record(z.string(), z.unknown())
@@ -91,6 +92,9 @@ export const metricInputSchema = z
         .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
           message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
         })
+        .describe(
+          `Any JSON object: at most ${MAX_PROPERTIES_BYTES} bytes of JSON, nested at most ${MAX_PROPERTIES_DEPTH} levels deep (the object is the first), integers within ±${Number.MAX_SAFE_INTEGER} (send larger ones as strings).`,
+        )
         .optional(),
       context_object_id: z.uuid().optional(),
       context_object_type: z.string().max(255).optional(),
