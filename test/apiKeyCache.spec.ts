@@ -163,6 +163,15 @@ describe('failed authentications per client address', () => {
     expect((await get(bogus('limited', 201), shop.shopId, from)).status).toBe(429);
   });
 
+  it('concurrent unknown keys from one address cannot all pass the budget before their answers come back', async () => {
+    const shop = await createTestShop(rt);
+    const before = c.queries();
+    const answers = await Promise.all(Array.from({ length: 60 }, (_, i) => get(bogus('concurrent', i), shop.shopId, '198.51.100.20')));
+    expect(answers.filter((a) => a.status === 401)).toHaveLength(BURST);
+    expect(answers.filter((a) => a.status === 429)).toHaveLength(60 - BURST);
+    expect(c.queries() - before).toBe(BURST);
+  });
+
   it('a new valid key from a limited address is not checked either (429, which clients retry), and passes once the budget is back', async () => {
     const shop = await createTestShop(rt);
     const from = '198.51.100.9';
@@ -177,15 +186,15 @@ describe('the failed-authentication limiter keeps bounded memory', () => {
   it('tracks at most maxAddresses, forgetting refilled ones', () => {
     let now = 0;
     const limiter = new FailedAuthLimiter({ burst: 2, perMinute: 60, maxAddresses: 100, now: () => now });
-    for (let i = 0; i < 5_000; i++) limiter.failed(`10.0.${i >> 8}.${i & 255}`);
+    for (let i = 0; i < 5_000; i++) expect(limiter.take(`10.0.${i >> 8}.${i & 255}`)).toBe(0);
     expect(limiter.size).toBe(100);
-    // The newest are still limited after their second failure; an evicted one starts afresh.
-    limiter.failed('10.0.19.135');
-    expect(limiter.retryAfterSeconds('10.0.19.135')).toBe(1);
-    expect(limiter.retryAfterSeconds('10.0.0.0')).toBe(0);
+    // The newest are limited after their second failure; an evicted one starts afresh.
+    expect(limiter.take('10.0.19.135')).toBe(0);
+    expect(limiter.take('10.0.19.135')).toBe(1);
+    expect(limiter.take('10.0.0.0')).toBe(0);
     now += 60_000;
-    expect(limiter.retryAfterSeconds('10.0.19.135')).toBe(0);
-    expect(limiter.size).toBe(99);
+    expect(limiter.take('10.0.19.135')).toBe(0);
+    expect(limiter.size).toBe(100);
   });
 
   it('counts an IPv6 /64 as one address, and IPv4-mapped IPv6 as IPv4', () => {

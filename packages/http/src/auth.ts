@@ -33,7 +33,8 @@ export function requireAuth(keys: ApiKeyStore, failures?: FailedAuthLimiter): Re
     if (key === undefined) {
       // A key that worked here before is refreshed whatever the address did: it is the valid caller's query.
       const address = req.ip ?? req.socket.remoteAddress ?? '';
-      const wait = failures && !keys.wasKnown(secret) ? failures.retryAfterSeconds(address) : 0;
+      const limited = failures !== undefined && !keys.wasKnown(secret);
+      const wait = limited ? failures.take(address) : 0;
       if (wait > 0) {
         refused.inc({ reason: 'limited' });
         return next(
@@ -46,7 +47,7 @@ export function requireAuth(keys: ApiKeyStore, failures?: FailedAuthLimiter): Re
         );
       }
       key = await keys.resolve(secret);
-      if (!key) failures?.failed(address);
+      if (key && limited) failures.succeeded(address);
     }
     if (!key) {
       refused.inc({ reason: 'unknown' });
