@@ -124,7 +124,8 @@ describe('failed authentications per client address', () => {
     // A short TTL: the known key's entry expires between requests, and its refresh must still go through.
     store = new ApiKeyStore(c.db, 1);
     const app = createBaseApp({ service: 'auth-spec', logger: rt.logger, readiness: {}, trustProxy: 'loopback' });
-    app.use('/v2026-04', requireAuth(store, new FailedAuthLimiter({ burst: BURST, perMinute: 60, now: () => clock })));
+    store.failures = new FailedAuthLimiter({ burst: BURST, perMinute: 60, now: () => clock });
+    app.use('/v2026-04', requireAuth(store));
     app.get('/v2026-04/ping/', (req, res) => void res.json({ shop: req.shopId }));
     finishApp(app);
     server = await listen(app, 0, '127.0.0.1', rt.logger);

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { isUuid } from '@shopstream/contracts';
 import { isDatabaseUnavailable, queryRows, sql, type Db, type Row } from '@shopstream/db';
+import type { FailedAuthLimiter } from './authFailures.js';
 
 export interface ApiKeyInfo {
   id: string;
@@ -43,6 +44,11 @@ export class ApiKeyStore {
    * (`dev-key-change-me`), and is made to exist at every start of every process, so each process knows its own.
    */
   private otherShapes = new Set<string>();
+  /**
+   * The budget of failed look-ups per client address (see requireAuth), set once by the process that serves
+   * HTTP; kept here so every path that authenticates (express's and a service's shed handler) shares it.
+   */
+  failures: FailedAuthLimiter | undefined = undefined;
   /** Look-ups under way, by hash: concurrent requests with one secret share one query. */
   private inflight = new Map<string, Promise<ResolvedKey | null>>();
 

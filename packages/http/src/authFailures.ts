@@ -39,8 +39,8 @@ export class FailedAuthLimiter {
     return this.o.burst > 0;
   }
 
-  /** Seconds until the address may try an unknown secret again, or 0 when it may now. */
-  private retryAfterSeconds(address: string): number {
+  /** Seconds until the address may try an unknown secret again, or 0 when it may now (nothing taken). */
+  retryAfterSeconds(address: string): number {
     if (!this.enabled) return 0;
     const b = this.bucketOf(addressKey(address), false);
     if (!b || b.tokens >= 1) return 0;

@@ -63,7 +63,8 @@ export async function serve(
   });
   app.use('/docs', docsHandler());
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
-  app.use('/v2026-04', requireAuth(rt.apiKeys, new FailedAuthLimiter({ burst: rt.env.AUTH_FAILURE_BURST, perMinute: rt.env.AUTH_FAILURES_PER_MINUTE })));
+  rt.apiKeys.failures ??= new FailedAuthLimiter({ burst: rt.env.AUTH_FAILURE_BURST, perMinute: rt.env.AUTH_FAILURES_PER_MINUTE });
+  app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
   finishApp(
     app,

@@ -527,12 +527,22 @@ describe('the database is not touched for events without a contact', () => {
   });
 });
 
-describe('large bodies take turns', () => {
+describe('abuse costs the abuser', () => {
   let rtLarge: Runtime;
   let large: TestServer;
   beforeAll(async () => {
     // Small thresholds, so a body of a few KB is large; one at a time, and a short wait before the 503.
-    rtLarge = await startTestRuntime({ INGEST_LARGE_BODY_BYTES: '2000', INGEST_MAX_LARGE_BODIES: '1', INGEST_LARGE_BODY_WAIT_MS: '300' }, 'ingest-large');
+    // Three failed key look-ups per address.
+    rtLarge = await startTestRuntime(
+      {
+        INGEST_LARGE_BODY_BYTES: '2000',
+        INGEST_MAX_LARGE_BODIES: '1',
+        INGEST_LARGE_BODY_WAIT_MS: '300',
+        AUTH_FAILURE_BURST: '3',
+        AUTH_FAILURES_PER_MINUTE: '1',
+      },
+      'ingest-large',
+    );
     large = await startTestServer(rtLarge, [await startIngestApi(rtLarge)]);
   });
   afterAll(async () => {
@@ -574,5 +584,23 @@ describe('large bodies take turns', () => {
     expect(first.status).toBe(200);
     expect(first.body.results.map((r: { status: string }) => r.status)).toEqual(Array(20).fill('success'));
     expect((await post('/events/bulk/', body, shop.headers, true, large.baseUrl)).status).toBe(200);
+  });
+
+  it('distinct unknown keys from one address: 401 for the first three, then 429 + Retry-After; wrong-shape keys 401; a key in use goes on', async () => {
+    const shop = await createTestShop(rtLarge);
+    expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
+    const secrets = Array.from({ length: 10 }, () => `ssk_${randomUUID().replace(/-/g, '')}${'0'.repeat(11)}`);
+    const answers: Answer[] = [];
+    for (const secret of secrets) answers.push(await post('/events/', event(), { ...shop.headers, authorization: `Bearer ${secret}` }, false, large.baseUrl));
+    expect(answers.map((a) => a.status)).toEqual([401, 401, 401, 429, 429, 429, 429, 429, 429, 429]);
+    expectError(answers[9], 429, 'rate_limited', { authorization: 'Not checked: too many failed authentications from this address.' });
+    expect(Number(answers[9].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // A key already looked up is answered from the cache of misses, and a secret of no key's shape needs no look-up: 401.
+    for (const secret of [secrets[0], 'not-a-key']) {
+      expectError(await post('/events/', event(), { ...shop.headers, authorization: `Bearer ${secret}` }, false, large.baseUrl), 401, 'unauthorized', {
+        authorization: 'Unknown or revoked key.',
+      });
+    }
+    expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
   });
 });
