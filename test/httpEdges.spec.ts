@@ -113,7 +113,7 @@ describe('deep nesting anywhere in a body is a 400, never a 500', () => {
       if (path.endsWith('/bulk/')) {
         // Bulk reports the item, as it does any invalid item.
         expect(res.status).toBe(200);
-        expect(JSON.parse(text).results[0].error.fields).toEqual({ 'metric.additional_properties': 'Nested at most 32 levels deep.' });
+        expect(JSON.parse(text).results[0].error.fields).toEqual({ 'metric.additional_properties': 'Nested at most 16 levels deep.' });
         continue;
       }
       expect(res.status, `${method} ${path}: ${text.slice(0, 300)}`).toBeGreaterThanOrEqual(400);

@@ -82,6 +82,19 @@ export const envSchema = z.object({
   // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own
   // (auto), off the event loop that answers HTTP; off keeps them on it.
   CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),
+  // Abuse costs the abuser (packages/http/src/authFailures.ts, services/ingest-api/src/largeBodies.ts).
+  // Failed API key look-ups per client address (IPv6: per /64) before 429, and how fast they come back; 0: no limit.
+  AUTH_FAILURE_BURST: z.coerce.number().int().min(0).default(20),
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number().int().min(0).default(60),
+  // Ingest bodies over INGEST_LARGE_BODY_BYTES (or of unknown length) read and handled at most
+  // INGEST_MAX_LARGE_BODIES at a time per process; one that waits INGEST_LARGE_BODY_WAIT_MS gets 503 + Retry-After.
+  INGEST_LARGE_BODY_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1024 * 1024),
+  INGEST_MAX_LARGE_BODIES: z.coerce.number().int().min(1).default(2),
+  INGEST_LARGE_BODY_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
 });
 export type Env = z.infer<typeof envSchema>;
 

@@ -1,5 +1,4 @@
 import { z } from 'zod';
-import { nestedDeeperThan } from './storableText.js';
 
 /**
  * RFC 3339 with an explicit offset (`Z` or `+hh:mm`). Year 0000 passes the format but Postgres refuses it
@@ -28,8 +27,46 @@ export const storableTime = rfc3339.superRefine((v, ctx) => {
   }
 });
 
-/** How deep additional_properties may nest: deep enough for any real payload, far from any stack's limit. */
-export const MAX_PROPERTIES_DEPTH = 32;
+/**
+ * How deep additional_properties may nest: deep enough for any real payload (a cart with line items with
+ * options is 4), and shallow enough that a maximal bulk body of deeply nested values is not a cheap way to make
+ * ingest walk millions of containers.
+ */
+export const MAX_PROPERTIES_DEPTH = 16;
+
+const UNSAFE_INTEGER = `An integer beyond ±${Number.MAX_SAFE_INTEGER} cannot be kept exactly (JSON numbers are doubles here): send it as a string.`;
+
+/** A number JSON.parse may have rounded: an integral value past 2^53, where doubles no longer hold every integer. */
+const isUnsafeInteger = (v: unknown): boolean => typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v);
+
+/**
+ * The first problem of an additional_properties value, in one iterative walk (client data may nest deeper than
+ * the call stack goes): a container deeper than `maxDepth`, or an integer JSON.parse rounded (12345678901234567890
+ * arrives as 12345678901234567000, and would be stored so without a word). Its path is relative to the value.
+ */
+function propertiesProblem(root: object, maxDepth: number): { path: (string | number)[]; message: string } | null {
+  // Frames hold a container, its keys (null for an array) and the next index; the path is rebuilt from the
+  // frames only on a hit, so a clean value (nearly all) allocates nothing per entry: this runs on every event.
+  type Frame = { v: object; keys: string[] | null; i: number; at: string | number };
+  const stack: Frame[] = [{ v: root, keys: Array.isArray(root) ? null : Object.keys(root), i: 0, at: '' }];
+  while (stack.length > 0) {
+    const f = stack[stack.length - 1];
+    const n = f.keys ? f.keys.length : (f.v as unknown[]).length;
+    if (f.i >= n) {
+      stack.pop();
+      continue;
+    }
+    const key: string | number = f.keys ? f.keys[f.i++] : f.i++;
+    const child = f.keys ? (f.v as Record<string, unknown>)[key] : (f.v as unknown[])[key as number];
+    if (typeof child === 'number') {
+      if (isUnsafeInteger(child)) return { path: [...stack.slice(1).map((s) => s.at), key], message: UNSAFE_INTEGER };
+    } else if (child !== null && typeof child === 'object') {
+      if (stack.length >= maxDepth) return { path: [], message: `Nested at most ${maxDepth} levels deep.` };
+      stack.push({ v: child, keys: Array.isArray(child) ? null : Object.keys(child), i: 0, at: key });
+    }
+  }
+  return null;
+}
 
 const MAX_PROPERTIES_BYTES = 64 * 1024;
 
@@ -40,23 +77,30 @@ export const metricInputSchema = z
   .strictObject(
     {
       metric_name: z.string(required).trim().min(1, 'Required, not empty.').max(255),
-      value: z.number({ error: 'Must be a finite number.' }).optional(),
+      value: z
+        .number({ error: 'Must be a finite number.' })
+        .refine((v) => !isUnsafeInteger(v), UNSAFE_INTEGER)
+        .describe(`A finite number; an integer must be within ±${Number.MAX_SAFE_INTEGER}.`)
+        .optional(),
       additional_properties: z
         .record(z.string(), z.unknown())
         // First, and aborting: the size check below stringifies, which a deep enough value overflows.
-        .refine((o) => !nestedDeeperThan(o, MAX_PROPERTIES_DEPTH), {
-          message: `Nested at most ${MAX_PROPERTIES_DEPTH} levels deep.`,
-          abort: true,
+        .superRefine((o, ctx) => {
+          const problem = propertiesProblem(o, MAX_PROPERTIES_DEPTH);
+          if (problem) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message, continue: false });
         })
         .refine((o) => Buffer.byteLength(JSON.stringify(o)) <= MAX_PROPERTIES_BYTES, {
           message: `At most ${MAX_PROPERTIES_BYTES} bytes of JSON.`,
         })
+        .describe(
+          `Any JSON object: at most ${MAX_PROPERTIES_BYTES} bytes of JSON, nested at most ${MAX_PROPERTIES_DEPTH} levels deep (the object is the first), integers within ±${Number.MAX_SAFE_INTEGER} (send larger ones as strings).`,
+        )
         .optional(),
       context_object_id: z.uuid().optional(),
       context_object_type: z.string().max(255).optional(),
       metric_object_id: z.uuid().optional(),
       metric_object_type: z.string().max(255).optional(),
-      deduping_key: z.string().min(1).max(255).optional(),
+      deduping_key: z.string().min(1).max(255).normalize('NFC').optional(),
     },
     required,
   )
@@ -65,10 +109,11 @@ export type MetricInput = z.infer<typeof metricInputSchema>;
 
 export const contactInputSchema = z
   .strictObject({
-    email: z.string().trim().max(254).toLowerCase().pipe(z.email()).optional(),
+    // NFC: one identifier has one spelling (an "é" sent precomposed or as e + U+0301 is one contact).
+    email: z.string().trim().max(254).normalize('NFC').toLowerCase().pipe(z.email()).optional(),
     name: z.string().max(255).optional(),
     phone: z.string().trim().min(1).max(64).optional(),
-    remote_id: z.string().trim().min(1).max(255).optional(),
+    remote_id: z.string().trim().min(1).max(255).normalize('NFC').optional(),
   })
   .refine((c) => c.email !== undefined || c.phone !== undefined || c.remote_id !== undefined, {
     message: 'Give at least one of email, phone, remote_id.',
@@ -83,8 +128,9 @@ export const eventInputSchema = z
     contact: contactInputSchema.optional(),
     description: z.string().max(10_000).optional(),
     event_time: storableTime.optional(),
-    remote_id: z.string().min(1).max(255).nullable().optional(),
-    remote_platform: z.string().max(255).nullable().optional(),
+    // NFC, as the contact's identifiers: both spellings of one key are one activity (see activityKey).
+    remote_id: z.string().min(1).max(255).normalize('NFC').nullable().optional(),
+    remote_platform: z.string().max(255).normalize('NFC').nullable().optional(),
   })
   .meta({ id: 'Event' });
 export type EventInput = z.infer<typeof eventInputSchema>;

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { isUuid } from '@shopstream/contracts';
 import { isDatabaseUnavailable, queryRows, sql, type Db, type Row } from '@shopstream/db';
+import type { FailedAuthLimiter } from './authFailures.js';
 
 export interface ApiKeyInfo {
   id: string;
@@ -30,11 +31,26 @@ const hashOf = (secret: string): Buffer => createHash('sha256').update(secret, '
 /** A new secret: 32 random bytes, with a prefix that secret scanners and people recognise. */
 export const newSecret = (): string => `ssk_${randomBytes(32).toString('base64url')}`;
 
+/** What newSecret makes: `ssk_` and 43 base64url characters (32 bytes, unpadded). */
+const SECRET_SHAPE = /^ssk_[A-Za-z0-9_-]{43}$/;
+
 /** API keys, stored as SHA-256 hashes of their secrets. */
 export class ApiKeyStore {
   private cache = new Map<string, { until: number; key: ResolvedKey }>();
   /** Secrets that matched no live key, by hash, with when that answer expires; insertion order is age. */
   private unknown = new Map<string, number>();
+  /**
+   * Hashes of secrets made here that are not of newSecret's shape: BOOTSTRAP_API_KEYS may name any secret
+   * (`dev-key-change-me`), and is made to exist at every start of every process, so each process knows its own.
+   */
+  private otherShapes = new Set<string>();
+  /**
+   * The budget of failed look-ups per client address (see requireAuth), set once by the process that serves
+   * HTTP; kept here so every path that authenticates (express's and a service's shed handler) shares it.
+   */
+  failures: FailedAuthLimiter | undefined = undefined;
+  /** Look-ups under way, by hash: concurrent requests with one secret share one query. */
+  private inflight = new Map<string, Promise<ResolvedKey | null>>();
 
   constructor(
     private readonly db: Db,
@@ -60,6 +76,7 @@ export class ApiKeyStore {
     });
     this.cache.delete(hash.toString('hex'));
     this.unknown.delete(hash.toString('hex'));
+    if (!SECRET_SHAPE.test(secret)) this.otherShapes.add(hash.toString('hex'));
     return { id, secret };
   }
 
@@ -82,18 +99,13 @@ export class ApiKeyStore {
   }
 
   /**
-   * The key for this secret with its shops, or null when it is unknown or revoked. Cached for ttlMs: known
-   * keys and unknown secrets in two maps, so a flood of bogus secrets evicts only other bogus secrets (oldest
-   * first) and never the keys in use. While the database is unavailable, a known key whose entry expired is
-   * served from the cache (a revocation then takes effect once the database answers again), so producers keep
-   * going through an outage; an unknown secret is then a 503, as anything else needing the database.
-   */
-  /**
-   * The key for this secret from the cache alone, without a query: the key, null when the secret is cached as
-   * unknown, undefined when the cache does not know (then ask `resolve`). For a path that must not wait.
+   * The key for this secret from the cache alone, without a query: the key, null when the secret is known to
+   * be no key (not of a key's shape, or cached as unknown), undefined when the cache does not know (then ask
+   * `resolve`). For a path that must not wait.
    */
   cached(secret: string): ResolvedKey | null | undefined {
-    const cacheKey = hashOf(secret).toString('hex');
+    const cacheKey = this.shapedHash(secret);
+    if (cacheKey === null) return null;
     const now = Date.now();
     const known = this.cache.get(cacheKey);
     if (known && known.until > now) return known.key;
@@ -101,14 +113,49 @@ export class ApiKeyStore {
     return unknown !== undefined && unknown > now ? null : undefined;
   }
 
+  /**
+   * True when this secret was a live key at its last look-up here, even if that answer has expired: its
+   * refresh is a query a valid caller needs, which a limit on failed look-ups must not refuse.
+   */
+  wasKnown(secret: string): boolean {
+    const cacheKey = this.shapedHash(secret);
+    return cacheKey !== null && this.cache.has(cacheKey);
+  }
+
+  /**
+   * The key for this secret with its shops, or null when it is unknown or revoked. A secret not of a key's shape
+   * is null at once, without a query. Cached for ttlMs: known keys and unknown secrets in two maps, so a flood of
+   * bogus secrets evicts only other bogus secrets (oldest first) and never the keys in use; concurrent look-ups
+   * of one secret share one query. While the database is unavailable, a known key whose entry expired is served
+   * from the cache (a revocation then takes effect once the database answers again), so producers keep going
+   * through an outage; an unknown secret is then a 503, as anything else needing the database.
+   */
   async resolve(secret: string): Promise<ResolvedKey | null> {
-    const hash = hashOf(secret);
-    const cacheKey = hash.toString('hex');
+    const cacheKey = this.shapedHash(secret);
+    if (cacheKey === null) return null;
     const now = Date.now();
     const known = this.cache.get(cacheKey);
     if (known && known.until > now) return known.key;
     const unknown = this.unknown.get(cacheKey);
     if (unknown !== undefined && unknown > now) return null;
+    const running = this.inflight.get(cacheKey);
+    if (running) return running;
+    const lookUp = this.lookUp(cacheKey).finally(() => this.inflight.delete(cacheKey));
+    this.inflight.set(cacheKey, lookUp);
+    return lookUp;
+  }
+
+  /** The hash of a secret, as hex, or null when the secret cannot be a key here (no query needed to say so). */
+  private shapedHash(secret: string): string | null {
+    // The length first: a 16 KiB header is not worth hashing to learn it is no key.
+    if (secret.length > MAX_SECRET_LENGTH) return null;
+    const cacheKey = hashOf(secret).toString('hex');
+    return SECRET_SHAPE.test(secret) || this.otherShapes.has(cacheKey) ? cacheKey : null;
+  }
+
+  private async lookUp(cacheKey: string): Promise<ResolvedKey | null> {
+    const hash = Buffer.from(cacheKey, 'hex');
+    const known = this.cache.get(cacheKey);
     let rows: { id: string; shopId: string | null }[];
     try {
       rows = await queryRows(
@@ -122,6 +169,8 @@ export class ApiKeyStore {
       if (known && isDatabaseUnavailable(e)) return known.key;
       throw e;
     }
+    // Taken after the query: an answer is trusted for ttlMs from when it was known.
+    const now = Date.now();
     if (rows.length === 0) {
       this.cache.delete(cacheKey);
       this.unknown.delete(cacheKey);
@@ -137,6 +186,8 @@ export class ApiKeyStore {
   }
 }
 
+/** Far above any key's length (newSecret's are 47 characters; a bootstrap secret is whatever ops chose). */
+const MAX_SECRET_LENGTH = 512;
 const MAX_KNOWN = 10_000;
 const MAX_UNKNOWN = 10_000;
 

@@ -13,7 +13,8 @@ export {
   type ShedAnswer,
 } from './app.js';
 export { ApiKeyStore, bootstrapApiKeys, parseBootstrapKeys, newSecret, type ApiKeyInfo, type ResolvedKey } from './apiKeys.js';
-export { bearerSecret, requireAuth } from './auth.js';
+export { bearerSecret, refusalAtOnce, requireAuth } from './auth.js';
+export { FailedAuthLimiter } from './authFailures.js';
 export { listen, type RunningServer, type ShedHandler } from './server.js';
 export { HeldAnswers } from './heldAnswers.js';
 export { validate } from './validate.js';

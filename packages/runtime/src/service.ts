@@ -1,7 +1,7 @@
 import type { Router } from 'express';
 import { sql } from '@shopstream/db';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createBaseApp, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
+import { createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
 import { buildOpenApi, docsHandler } from './openapi.js';
 import type { Runtime } from './runtime.js';
@@ -63,6 +63,7 @@ export async function serve(
   });
   app.use('/docs', docsHandler());
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
+  rt.apiKeys.failures ??= new FailedAuthLimiter({ burst: rt.env.AUTH_FAILURE_BURST, perMinute: rt.env.AUTH_FAILURES_PER_MINUTE });
   app.use('/v2026-04', requireAuth(rt.apiKeys));
   for (const s of services) if (s.router) app.use('/v2026-04', s.router);
   finishApp(

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
@@ -158,8 +159,32 @@ describe('errors of the event endpoints', () => {
     for (const levels of [5_000, 100_000]) {
       const body = `{"name": "n", "metric": {"metric_name": "m", "additional_properties": {"a": ${'['.repeat(levels)}${']'.repeat(levels)}}}}`;
       const a = await post('/events/', body, { ...shop.headers, 'content-type': 'application/json' }, true);
-      expectError(a, 400, 'validation_error', { 'metric.additional_properties': 'Nested at most 32 levels deep.' });
+      expectError(a, 400, 'validation_error', { 'metric.additional_properties': 'Nested at most 16 levels deep.' });
     }
+  });
+
+  it('400 validation_error naming the path of an integer beyond ±2^53 (it was accepted and rounded: 12345678901234567890 -> 12345678901234567000)', async () => {
+    const shop = await createTestShop(rt);
+    const headers = { ...shop.headers, 'content-type': 'application/json' };
+    const single = await post(
+      '/events/',
+      '{"name":"n","metric":{"metric_name":"m","additional_properties":{"order":{"id":12345678901234567890}}}}',
+      headers,
+      true,
+    );
+    expectError(single, 400, 'validation_error', { 'metric.additional_properties.order.id': expect.stringContaining('send it as a string') });
+    const value = await post('/events/', '{"name":"n","metric":{"metric_name":"m","value":-12345678901234567890}}', headers, true);
+    expectError(value, 400, 'validation_error', { 'metric.value': expect.stringContaining('cannot be kept exactly') });
+    // In bulk, the item fails alone; the exact integer beside it is taken.
+    const bulk = await post(
+      '/events/bulk/',
+      '{"events":[{"name":"n","metric":{"metric_name":"m","additional_properties":{"ids":[1,12345678901234567890]}}},{"name":"n","metric":{"metric_name":"m","additional_properties":{"id":9007199254740991}}}]}',
+      headers,
+      true,
+    );
+    expect(bulk.status).toBe(200);
+    expect(bulk.body.results[0].error.fields).toEqual({ 'metric.additional_properties.ids.1': expect.stringContaining('send it as a string') });
+    expect(bulk.body.results[1].status).toBe('success');
   });
 
   it('431 headers_too_large in the error body, with a request id, for headers or a URL past 16 KiB (it was a bare 431 with no body)', async () => {
@@ -499,5 +524,83 @@ describe('the database is not touched for events without a contact', () => {
     const shop = await createTestShop(rt);
     expect((await post('/events/bulk/', { events: [event(), event()] }, shop.headers)).status).toBe(200);
     expect(await rt.db.query(sql`SELECT count(*)::int AS n FROM contacts WHERE shop_id = ${shop.shopId}`)).toEqual([{ n: 0 }]);
+  });
+});
+
+describe('abuse costs the abuser', () => {
+  let rtLarge: Runtime;
+  let large: TestServer;
+  beforeAll(async () => {
+    // Small thresholds, so a body of a few KB is large; one at a time, and a short wait before the 503.
+    // Three failed key look-ups per address.
+    rtLarge = await startTestRuntime(
+      {
+        INGEST_LARGE_BODY_BYTES: '2000',
+        INGEST_MAX_LARGE_BODIES: '1',
+        INGEST_LARGE_BODY_WAIT_MS: '300',
+        AUTH_FAILURE_BURST: '3',
+        AUTH_FAILURES_PER_MINUTE: '1',
+      },
+      'ingest-large',
+    );
+    large = await startTestServer(rtLarge, [await startIngestApi(rtLarge)]);
+  });
+  afterAll(async () => {
+    await large?.stop();
+  });
+
+  it('while a large body holds the one turn, another waits and gets 503 + Retry-After; small requests go on; then large bodies are taken again', async () => {
+    const shop = await createTestShop(rtLarge);
+    const body = JSON.stringify({ events: Array.from({ length: 20 }, (_, i) => event({ description: `${i} ${'x'.repeat(200)}` })) });
+    expect(Buffer.byteLength(body)).toBeGreaterThan(2000);
+    // The first large body arrives slowly: half now, the rest when the test says, holding its turn meanwhile.
+    const url = new URL(`${large.baseUrl}/v2026-04/events/bulk/`);
+    const slow = http.request(url, {
+      method: 'POST',
+      headers: { ...shop.headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+    });
+    const slowAnswer = new Promise<{ status: number; body: any }>((resolve, reject) => {
+      slow.on('response', (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        res.on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+      });
+      slow.on('error', reject);
+    });
+    const bytes = Buffer.from(body);
+    slow.write(bytes.subarray(0, 1000));
+    // The turn is taken once its headers are in: wait until a second large body is refused for want of one.
+    let second: Answer | undefined;
+    await waitFor(async () => (second = await post('/events/bulk/', body, shop.headers, true, large.baseUrl)).status === 503, {
+      timeoutMs: 30_000,
+      message: 'a second large body refused while the first holds the turn',
+    });
+    expectError(second!, 503, 'unavailable', {});
+    expect(second!.headers.get('retry-after')).toBe('2');
+    // Small bodies never wait for a turn.
+    expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
+    slow.end(bytes.subarray(1000));
+    const first = await slowAnswer;
+    expect(first.status).toBe(200);
+    expect(first.body.results.map((r: { status: string }) => r.status)).toEqual(Array(20).fill('success'));
+    expect((await post('/events/bulk/', body, shop.headers, true, large.baseUrl)).status).toBe(200);
+  });
+
+  it('distinct unknown keys from one address: 401 for the first three, then 429 + Retry-After; wrong-shape keys 401; a key in use goes on', async () => {
+    const shop = await createTestShop(rtLarge);
+    expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
+    const secrets = Array.from({ length: 10 }, () => `ssk_${randomUUID().replace(/-/g, '')}${'0'.repeat(11)}`);
+    const answers: Answer[] = [];
+    for (const secret of secrets) answers.push(await post('/events/', event(), { ...shop.headers, authorization: `Bearer ${secret}` }, false, large.baseUrl));
+    expect(answers.map((a) => a.status)).toEqual([401, 401, 401, 429, 429, 429, 429, 429, 429, 429]);
+    expectError(answers[9], 429, 'rate_limited', { authorization: 'Not checked: too many failed authentications from this address.' });
+    expect(Number(answers[9].headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    // A key already looked up is answered from the cache of misses, and a secret of no key's shape needs no look-up: 401.
+    for (const secret of [secrets[0], 'not-a-key']) {
+      expectError(await post('/events/', event(), { ...shop.headers, authorization: `Bearer ${secret}` }, false, large.baseUrl), 401, 'unauthorized', {
+        authorization: 'Unknown or revoked key.',
+      });
+    }
+    expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
   });
 });

@@ -1,6 +1,6 @@
 import type { ServiceFactory } from '@shopstream/runtime';
 import { createContactResolver } from './contactResolver.js';
-import { eventRoutes, ingestRateLimiter, shedOverLimit } from './eventRoutes.js';
+import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
@@ -18,10 +18,24 @@ export const startIngestApi: ServiceFactory = async (rt) => {
     name: 'ingest-api',
     router,
     openapi,
-    shed: shedOverLimit(rt, limiter),
+    shed: shedOf(shedUnknownKeys(rt), shedOverLimit(rt, limiter)),
     async stop() {
       await contacts.close();
       await limiter.close();
     },
   };
 };
+
+type Shed = NonNullable<Awaited<ReturnType<ServiceFactory>>['shed']>;
+
+/** The first of the shed handlers that answers. */
+function shedOf(...sheds: (Shed | undefined)[]): Shed {
+  const present = sheds.filter((s): s is Shed => s !== undefined);
+  return (req, res) => {
+    for (const shed of present) {
+      const answer = shed(req, res);
+      if (answer) return answer;
+    }
+    return false;
+  };
+}

@@ -93,14 +93,14 @@ describe('nesting', () => {
   const deep = (levels: number) => JSON.parse(`${'['.repeat(levels)}${']'.repeat(levels)}`) as unknown;
 
   it('answers a deep additional_properties with a 400 naming the field, whatever the depth (it was a stack overflow, a 500)', () => {
-    for (const levels of [33, 5_000, 100_000]) {
+    for (const levels of [17, 5_000, 100_000]) {
       expect(parseEvent({ name: 'n', metric: { metric_name: 'm', additional_properties: { a: deep(levels) } } })).toEqual({
         ok: false,
-        fields: { 'metric.additional_properties': 'Nested at most 32 levels deep.' },
+        fields: { 'metric.additional_properties': 'Nested at most 16 levels deep.' },
       });
     }
-    // 32 levels in all, the additional_properties object being the first.
-    expect(parseEvent({ name: 'n', metric: { metric_name: 'm', additional_properties: { a: deep(31) } } })).toMatchObject({ ok: true });
+    // 16 levels in all, the additional_properties object being the first.
+    expect(parseEvent({ name: 'n', metric: { metric_name: 'm', additional_properties: { a: deep(15) } } })).toMatchObject({ ok: true });
   });
 
   it('walks any depth for text Postgres cannot store without overflowing, naming the path', () => {
@@ -113,5 +113,45 @@ describe('nesting', () => {
     expect(hit?.path.split('.')).toHaveLength(100_001);
     expect(hit?.path.endsWith('k.k.bad')).toBe(true);
     expect(unstorableText(deep(100_000))).toBeNull();
+  });
+});
+
+describe('integers JSON cannot hold exactly', () => {
+  // As a client sends them: JSON.parse rounds 12345678901234567890 to 12345678901234567000 before any check runs.
+  const parsed = (text: string) => parseEvent(JSON.parse(text));
+
+  it('refuses an integer beyond ±2^53 anywhere in additional_properties or as the value, naming its path (it was rounded and kept)', () => {
+    expect(parsed('{"name":"n","metric":{"metric_name":"m","additional_properties":{"order":{"lines":[1,{"sku":12345678901234567890}]}}}}')).toEqual({
+      ok: false,
+      fields: { 'metric.additional_properties.order.lines.1.sku': expect.stringContaining('send it as a string') },
+    });
+    expect(parsed('{"name":"n","metric":{"metric_name":"m","additional_properties":{"n":-9007199254740993}}}')).toEqual({
+      ok: false,
+      fields: { 'metric.additional_properties.n': expect.stringContaining('cannot be kept exactly') },
+    });
+    expect(parsed('{"name":"n","metric":{"metric_name":"m","value":9007199254740992}}')).toEqual({
+      ok: false,
+      fields: { 'metric.value': expect.stringContaining('cannot be kept exactly') },
+    });
+  });
+
+  it('keeps the largest exact integers and any fraction', () => {
+    const ok = parsed(
+      '{"name":"n","metric":{"metric_name":"m","value":9007199254740991,"additional_properties":{"a":-9007199254740991,"b":0.1,"c":[1.5e-300]}}}',
+    );
+    expect(ok).toMatchObject({
+      ok: true,
+      event: { metric: { value: 9007199254740991, additional_properties: { a: -9007199254740991, b: 0.1, c: [1.5e-300] } } },
+    });
+  });
+});
+
+describe('Unicode spellings of identifiers', () => {
+  it('turns remote ids, the remote platform and the deduping key to NFC, so both spellings are one contact and one activity key', () => {
+    const nfd = 'Ame\u0301lie-\u00e9'.normalize('NFD');
+    const r = parseEvent({ name: 'n', metric: { metric_name: 'm', deduping_key: nfd }, contact: { remote_id: nfd }, remote_id: nfd, remote_platform: nfd });
+    const nfc = nfd.normalize('NFC');
+    expect(nfc).not.toBe(nfd);
+    expect(r).toMatchObject({ ok: true, event: { metric: { deduping_key: nfc }, contact: { remote_id: nfc }, remote_id: nfc, remote_platform: nfc } });
   });
 });

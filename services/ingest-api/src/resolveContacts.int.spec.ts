@@ -184,3 +184,30 @@ describe('createContactResolver (look-ups of concurrent requests gathered)', () 
     expect(bad.status).toBe('rejected');
   });
 });
+
+describe('Unicode spellings of one identifier', () => {
+  const nfc = 'client-Am\u00e9lie-\u00c5ngstr\u00f6m';
+  const nfd = nfc.normalize('NFD');
+
+  it('NFC and NFD spellings of one remote_id resolve to one contact, stored in NFC (they made two contacts)', async () => {
+    expect(nfd).not.toBe(nfc);
+    const shop = await createTestShop(rt);
+    const first = await postEvent(shop.headers, { remote_id: nfc });
+    const second = await postEvent(shop.headers, { remote_id: nfd });
+    expect([first.status, second.status]).toEqual([202, 202]);
+    const rows = await rowsOf(shop.shopId);
+    expect(rows).toEqual([{ id: first.body.contact.id, email: null, phone: null, remote_id: nfc, name: null }]);
+    expect(second.body.contact).toEqual({ id: first.body.contact.id, remote_id: nfc });
+  });
+
+  it('a contact stored in NFD before normalisation is found by either spelling, not duplicated', async () => {
+    const shop = await createTestShop(rt);
+    const id = await insertContact(shop.shopId, { remote_id: nfd });
+    for (const spelling of [nfc, nfd]) {
+      const a = await postEvent(shop.headers, { remote_id: spelling });
+      expect(a.status).toBe(202);
+      expect(a.body.contact.id).toBe(id);
+    }
+    expect((await rowsOf(shop.shopId)).map((r) => r.id)).toEqual([id]);
+  });
+});

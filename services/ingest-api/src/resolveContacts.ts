@@ -117,7 +117,9 @@ async function selectContacts(db: Queryable, shopId: string, queries: ContactQue
   // IN lists let the planner scan the whole shop on a table not yet analysed (seen in `pnpm bench`).
   const lookups: SQLQuery[] = [];
   for (const f of IDENTIFIERS) {
-    const values = [...new Set(queries.flatMap((q) => (q[f] === undefined ? [] : [q[f]])))];
+    // Each value as sent (NFC, see contactInputSchema) and in NFD: rows stored before identifiers were normalised
+    // may hold the decomposed spelling, and should still be found rather than duplicated.
+    const values = [...new Set(queries.flatMap((q) => (q[f] === undefined ? [] : spellings(q[f]))))];
     if (values.length > 0) {
       lookups.push(sql`SELECT id, email, phone, remote_id, name FROM contacts WHERE shop_id = ${shopId} AND ${sql.ident(f)} = ANY(${values}::text[])`);
     }
@@ -126,6 +128,15 @@ async function selectContacts(db: Queryable, shopId: string, queries: ContactQue
   // UNION, not UNION ALL: a contact found by two identifiers is one row.
   return queryRows(db, sql.join(lookups, sql` UNION `), contactRow);
 }
+
+/** A value and, when it differs, its NFD spelling: ASCII (most identifiers) costs one comparison. */
+const spellings = (v: string): string[] => {
+  const nfd = v.normalize('NFD');
+  return nfd === v ? [v] : [v, nfd];
+};
+
+/** The spelling a stored identifier is matched by: queries arrive in NFC. */
+const matchKey = (f: Identifier, v: string): string => (f === 'phone' ? v : v.normalize('NFC'));
 
 /** Fills only what is still empty, so a concurrent gain of the same field is never overwritten. */
 async function applyGains(db: Queryable, shopId: string, updates: Planned[]): Promise<Row[]> {
@@ -153,7 +164,7 @@ export function planResolution(existing: Row[], queries: ContactQuery[]): Plan {
   const index: Record<Identifier, Map<string, Planned>> = { remote_id: new Map(), email: new Map(), phone: new Map() };
   for (const row of existing) {
     const c: Planned = { ...toContact(row), isNew: false, changed: false };
-    for (const f of IDENTIFIERS) if (c[f] !== null) index[f].set(c[f], c);
+    for (const f of IDENTIFIERS) if (c[f] !== null) index[f].set(matchKey(f, c[f]), c);
   }
   const plan: Plan = { results: [], creates: [], updates: [] };
   for (const q of queries) {
