@@ -12,7 +12,7 @@ import {
   type MessagesStream,
   type MessageToProduce,
 } from '@platformatic/kafka';
-import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
+import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
 import { kafkaBus, keyPartitionMemo, sendUntilAnswered, withTimeout, type KafkaBusBaseOptions, type KafkaAdmin, type RecordsByTopic } from './kafkaCommon.js';
 
@@ -289,6 +289,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       const sub = await subscribe(o);
       subscriptions.add(sub);
       return {
+        failed: sub.failed,
         async stop() {
           subscriptions.delete(sub);
           await sub.stop();
@@ -526,11 +527,20 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       }
     })();
 
+    // The loop replaces failed streams itself; it ends on its own only through a bug, which is a death too.
+    const failed = loop.then(
+      () => new Promise<ConsumerFailedError>(() => {}),
+      (e: unknown) => {
+        running = false;
+        return new ConsumerFailedError(o.groupId, 'loop_failed', `Kafka consumer of ${o.groupId} stopped: ${String(e)}`, { cause: e });
+      },
+    );
     return {
+      failed,
       async stop() {
         running = false;
         next();
-        await loop;
+        await loop.catch(() => {});
         await bounded(forceClose(consumer), 'leaving the consumer group');
       },
     };

@@ -46,6 +46,26 @@ export interface ConsumeOptions {
 export interface Subscription {
   /** Finishes the batch in hand, commits it, leaves the group. */
   stop(): Promise<void>;
+  /**
+   * Resolves, with the cause, once the consumer has died for good: the client gave up on it (kafkajs' crash
+   * without restart, an expulsion from the group, a fenced member) and it consumes nothing more. Never settles
+   * for a consumer that runs until stop(). Whoever holds the subscription decides what follows (the runner's
+   * supervisor recreates it; a rebuild gives up with the cause).
+   */
+  readonly failed: Promise<ConsumerFailedError>;
+}
+
+/** A consumer died for good (see Subscription.failed); `reason` is a short label for metrics. */
+export class ConsumerFailedError extends Error {
+  constructor(
+    readonly groupId: string,
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ConsumerFailedError';
+  }
 }
 
 export interface TopicSpec {

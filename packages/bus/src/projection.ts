@@ -5,6 +5,7 @@ import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
 import { topicOf, type TopicNames } from './topicNames.js';
+import { superviseConsumer } from './supervisor.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -263,7 +264,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
-  const sub = await o.bus.consume({
+  const sub = await superviseConsumer(o.bus, {
     groupId,
     topics: [topic],
     fromBeginning: true,
@@ -279,7 +280,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
       handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
       end();
     },
-  });
+  }, { logger: log });
 
   const lagEvery = o.lagIntervalMs ?? 5_000;
   const lastLag = new Map<string, number>();

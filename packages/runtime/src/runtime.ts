@@ -175,5 +175,8 @@ export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
         INSERT INTO consumer_members (group_id, instance_id, member_id) VALUES (${groupId}, ${instance}, ${memberId})
         ON CONFLICT (group_id, instance_id) DO UPDATE SET member_id = EXCLUDED.member_id, updated_at = now()`);
     },
+    async forget(groupId) {
+      await db.query(sql`DELETE FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`);
+    },
   };
 }
