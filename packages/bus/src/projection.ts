@@ -264,23 +264,27 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
-  const sub = await superviseConsumer(o.bus, {
-    groupId,
-    topics: [topic],
-    fromBeginning: true,
-    handleBatch: async (batch) => {
-      const end = batchSeconds.startTimer({ group: groupId, topic });
-      const r = await applyBatch(def, logic, o.db, mode, batch, log);
-      // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
-      // committed in the outbox, so nothing waits on the relay to be safe.
-      if (relays.length > 0) void relayAll('kicked');
-      applied += r.applied;
-      handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
-      handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);
-      handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
-      end();
+  const sub = await superviseConsumer(
+    o.bus,
+    {
+      groupId,
+      topics: [topic],
+      fromBeginning: true,
+      handleBatch: async (batch) => {
+        const end = batchSeconds.startTimer({ group: groupId, topic });
+        const r = await applyBatch(def, logic, o.db, mode, batch, log);
+        // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
+        // committed in the outbox, so nothing waits on the relay to be safe.
+        if (relays.length > 0) void relayAll('kicked');
+        applied += r.applied;
+        handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
+        handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);
+        handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
+        end();
+      },
     },
-  }, { logger: log });
+    { logger: log },
+  );
 
   const lagEvery = o.lagIntervalMs ?? 5_000;
   const lastLag = new Map<string, number>();

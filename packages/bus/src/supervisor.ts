@@ -61,7 +61,10 @@ export async function superviseConsumer(bus: Bus, opts: ConsumeOptions, o: Super
       await current.stop().catch((e: unknown) => log.debug({ err: e }, 'stopping the dead consumer failed'));
       for (;;) {
         const ms = Math.min(max, initial * 2 ** attempt++);
-        log.error({ err: death.cause ?? death, reason: death.reason, retry_in_ms: ms }, `consumer of ${opts.groupId} died (${death.reason}); recreating it in ${ms} ms`);
+        log.error(
+          { err: death.cause ?? death, reason: death.reason, retry_in_ms: ms },
+          `consumer of ${opts.groupId} died (${death.reason}); recreating it in ${ms} ms`,
+        );
         await wait(ms);
         if (stopping) return;
         try {
