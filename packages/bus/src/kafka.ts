@@ -501,6 +501,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       // Every join (the first, and each after a restart) is remembered, for the next restart to rejoin as it:
       // in this process, and in the store for the next process of this instance.
       consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+        o.onRunning?.(true);
         if (cluster) memberIds.set(cluster, payload.memberId);
         if (payload.memberId !== before) {
           void opts.memberIds
@@ -513,7 +514,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       let fail!: (e: ConsumerFailedError) => void;
       const failed = new Promise<ConsumerFailedError>((resolve) => (fail = resolve));
       consumer.on(consumer.events.CRASH, ({ payload }) => {
-        if (payload.restart || !running) return;
+        if (!running) return;
+        // kafkajs restarts it (a retriable error): not consuming until it has joined again.
+        if (payload.restart) return o.onRunning?.(false, payload.error);
         // kafkajs gave up on this consumer (an expulsion, UNKNOWN_MEMBER_ID, a non-retriable error): it consumes
         // nothing more. Its member id is forgotten here and in the store, so that whoever recreates it (the
         // runner's supervisor) joins as a new member instead of meeting "not aware of this member" again.

@@ -365,6 +365,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     // A rejoin that ran out of retries: the loop below starts a new stream, which joins again.
     consumer.on('error', (e: Error) => {
       slog.warn({ err: e }, 'Kafka consumer group error; joining again');
+      o.onRunning?.(false, e);
       next();
     });
 
@@ -376,7 +377,10 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       generation++;
       wake();
     };
-    consumer.on('consumer:group:join', next);
+    consumer.on('consumer:group:join', () => {
+      o.onRunning?.(true);
+      next();
+    });
 
     type Queue = { topic: string; partition: number; generation: number; records: BusRecord[]; busy: boolean };
     let queues = new Map<string, Queue>();
@@ -505,6 +509,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         }
         if (failed) {
           slog.warn({ err: failed }, 'Kafka consumer stream failed; starting another in 1 s');
+          o.onRunning?.(false, failed);
           s.destroy();
           await sleep(1_000);
         } else {

@@ -41,6 +41,12 @@ export interface ConsumeOptions {
    * is delivered again (after a short backoff), from the last committed position.
    */
   handleBatch(batch: Batch, ctx: BatchContext): Promise<void>;
+  /**
+   * Told when the consumer stops consuming for a while without dying for good (the client restarts it
+   * itself: the broker away, a topic gone) and when it consumes again (joined its group, a round went
+   * through). Liveness counts the time between the two (CONSUMER_DEAD_AFTER_MS).
+   */
+  onRunning?(running: boolean, cause?: unknown): void;
 }
 
 export interface Subscription {

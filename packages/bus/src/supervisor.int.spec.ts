@@ -32,7 +32,14 @@ describe('superviseConsumer on Kafka (kafkajs)', () => {
       save: async (g, id) => void stored.set(g, id),
       forget: async (g) => void (stored.delete(g), forgotten.push(g)),
     };
-    const bus: Bus = await createKafkaBus({ brokers: kafkaBrokers, clientId: 'supervisor', replicationFactor: 1, logger, sessionTimeoutMs: SESSION_MS, memberIds });
+    const bus: Bus = await createKafkaBus({
+      brokers: kafkaBrokers,
+      clientId: 'supervisor',
+      replicationFactor: 1,
+      logger,
+      sessionTimeoutMs: SESSION_MS,
+      memberIds,
+    });
     cleanups.push(() => bus.close());
     const prefix = uniquePrefix();
     const topic = `${prefix}supervised`;
@@ -90,18 +97,11 @@ describe('superviseConsumer on Kafka (kafkajs)', () => {
     await waitFor(async () => (await metric('shopstream_consumer_up', { group: groupId })) === 1, { timeoutMs: 30_000, message: 'up again' });
     expect(await deadConsumers()).toEqual([]);
 
-    // Now one that cannot come back: its topic is deleted and its member expelled again, so every attempt to
-    // recreate it fails. Liveness reports it once it has been down CONSUMER_DEAD_AFTER_MS.
+    // Now one that cannot come back: its topic is deleted, so the client's restarts of it all fail. Liveness
+    // reports it once it has not been consuming for CONSUMER_DEAD_AFTER_MS.
     setConsumerDeadAfter(2_000);
     cleanups.push(async () => setConsumerDeadAfter(60_000));
-    gate = new Promise<void>((r) => (release = r));
-    blocked = false;
-    const restartsBefore = (await metric('shopstream_consumer_restarts_total', { group: groupId })) ?? 0;
-    await bus.publish(topic, [{ key: 'k', value: 'slow' }]);
-    await waitFor(() => blocked, { timeoutMs: 60_000, message: 'the second slow record reached the handler' });
-    await waitFor(async () => (await members()) === 0, { timeoutMs: 120_000, message: 'the stuck member expelled again' });
     await admin.deleteTopics({ topics: [topic] });
-    release();
     const dead = await waitFor(
       async () => {
         const d = await deadConsumers();
@@ -111,9 +111,8 @@ describe('superviseConsumer on Kafka (kafkajs)', () => {
     );
     expect(dead.find((c) => c.group === groupId)!.down_since).toMatch(/^\d{4}-\d\d-\d\dT/);
     expect(await metric('shopstream_consumer_up', { group: groupId })).toBe(0);
-    expect((await metric('shopstream_consumer_restarts_total', { group: groupId })) ?? 0).toBeGreaterThan(restartsBefore);
 
-    // The topic back: the supervisor's next attempt succeeds, and liveness is good again.
+    // The topic back: the next attempt succeeds, and liveness is good again.
     await bus.ensureTopics([{ topic, partitions: 1 }]);
     await waitFor(async () => (await deadConsumers()).length === 0, { timeoutMs: 120_000, message: 'the consumer back' });
   }, 600_000);

@@ -28,8 +28,25 @@ export async function superviseConsumer(bus: Bus, opts: ConsumeOptions, o: Super
   const log = o.logger.child({ group: opts.groupId });
   const health = trackConsumer(opts.groupId);
   let current: Subscription;
+  let consuming = true;
+  // The client's own restarts (the broker away) count as down too: liveness fails if they never succeed.
+  const watched: ConsumeOptions = {
+    ...opts,
+    onRunning(running, cause) {
+      opts.onRunning?.(running, cause);
+      if (running === consuming) return;
+      consuming = running;
+      if (running) {
+        health.up();
+        log.info(`consumer of ${opts.groupId} consuming again`);
+      } else {
+        health.down();
+        log.warn({ err: cause }, `consumer of ${opts.groupId} not consuming until its client has recovered`);
+      }
+    },
+  };
   try {
-    current = await bus.consume(opts);
+    current = await bus.consume(watched);
   } catch (e) {
     health.remove();
     throw e;
@@ -53,6 +70,7 @@ export async function superviseConsumer(bus: Bus, opts: ConsumeOptions, o: Super
       const upAt = Date.now();
       const death = await Promise.race([current.failed, stopped]);
       if (!death) return;
+      consuming = false;
       health.down();
       restarts.inc({ group: opts.groupId, reason: death.reason });
       // A consumer that ran longer than the longest wait starts over from the first one.
@@ -68,7 +86,7 @@ export async function superviseConsumer(bus: Bus, opts: ConsumeOptions, o: Super
         await wait(ms);
         if (stopping) return;
         try {
-          current = await bus.consume(opts);
+          current = await bus.consume(watched);
           currentStopped = false;
           break;
         } catch (e) {
@@ -76,6 +94,7 @@ export async function superviseConsumer(bus: Bus, opts: ConsumeOptions, o: Super
         }
       }
       if (stopping) return;
+      consuming = true;
       health.up();
       log.info({ reason: death.reason }, `consumer of ${opts.groupId} recreated`);
     }

@@ -186,11 +186,13 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     while (running) {
       try {
         await round();
+        if (failures > 0) o.onRunning?.(true);
         failures = 0;
       } catch (e) {
         // The database is away (or the round hit a bug): back off up to the poll interval, log each time.
         failures++;
         log.error({ err: e, failures }, 'Postgres-log consumer round failed; retrying');
+        if (failures === 1) o.onRunning?.(false, e);
         woken = false;
         await sleep(Math.min(tuning.pollIntervalMs, tuning.retryBackoffMs * 2 ** Math.min(failures - 1, 10)));
       }
