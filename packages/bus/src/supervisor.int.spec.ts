@@ -49,7 +49,7 @@ describe('superviseConsumer on Kafka (kafkajs)', () => {
     const seen: string[] = [];
     let blocked = false;
     let release!: () => void;
-    let gate = new Promise<void>((r) => (release = r));
+    const gate = new Promise<void>((r) => (release = r));
     const sub: Subscription = await superviseConsumer(
       bus,
       {
