@@ -20,7 +20,7 @@ import kafkajs, {
   type TopicMessages,
 } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ReadOptions } from './port.js';
+import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ReadOptions } from './port.js';
 import {
   kafkaBus,
   keyPartitionMemo,
@@ -47,6 +47,22 @@ export interface KafkaBusOptions extends KafkaBusBaseOptions {
 export interface MemberIdStore {
   load(groupId: string): Promise<string | undefined>;
   save(groupId: string, memberId: string): Promise<void>;
+  /** Drops the stored id: the group no longer knows it, and a join with it would only be refused. */
+  forget(groupId: string): Promise<void>;
+}
+
+/**
+ * A short label for why a kafkajs consumer died, for shopstream_consumer_restarts_total: the protocol
+ * error's type where there is one (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ...), else the error's name.
+ */
+function crashReason(e: unknown): string {
+  for (let err = e as { type?: string; name?: string; originalError?: unknown; cause?: unknown } | undefined, depth = 0; err && depth < 5; depth++) {
+    if (err.type) return err.type;
+    const inner = (err.originalError ?? err.cause) as typeof err;
+    if (!inner) return err.name ?? 'error';
+    err = inner;
+  }
+  return 'error';
 }
 
 /**
@@ -388,9 +404,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   };
 
   const consumers = new Set<Consumer>();
-  // Consumers kafkajs gave up on (a crash it does not restart from): the process consumes nothing more on
-  // them, so ping() answers false and /readyz says so, instead of a live process that silently stopped.
-  const crashed = new Set<Consumer>();
 
   // The admin calls of kafkaBus in kafkajs' words, each after connectAdmin.
   const busAdmin: KafkaAdmin = {
@@ -450,8 +463,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     },
     deleteGroup,
     async serving() {
-      // A consumer kafkajs gave up on: ping() answers false (see crashed).
-      if (crashed.size > 0) throw new Error('a Kafka consumer crashed and is not restarted');
       await connectAdmin();
       return admin.describeCluster();
     },
@@ -490,6 +501,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       // Every join (the first, and each after a restart) is remembered, for the next restart to rejoin as it:
       // in this process, and in the store for the next process of this instance.
       consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
+        o.onRunning?.(true);
         if (cluster) memberIds.set(cluster, payload.memberId);
         if (payload.memberId !== before) {
           void opts.memberIds
@@ -498,14 +510,34 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         }
       });
       consumers.add(consumer);
-      consumer.on(consumer.events.CRASH, ({ payload }) => {
-        if (payload.restart) return;
-        crashed.add(consumer);
-        log.error({ err: payload.error, groupId: o.groupId }, 'Kafka consumer crashed and is not restarted: /readyz fails until this process restarts');
-      });
       let running = true;
-      await consumer.connect();
-      for (const topic of o.topics) await consumer.subscribe({ topic, fromBeginning: o.fromBeginning ?? true });
+      let fail!: (e: ConsumerFailedError) => void;
+      const failed = new Promise<ConsumerFailedError>((resolve) => (fail = resolve));
+      consumer.on(consumer.events.CRASH, ({ payload }) => {
+        if (!running) return;
+        // kafkajs restarts it (a retriable error): not consuming until it has joined again.
+        if (payload.restart) return o.onRunning?.(false, payload.error);
+        // kafkajs gave up on this consumer (an expulsion, UNKNOWN_MEMBER_ID, a non-retriable error): it consumes
+        // nothing more. Its member id is forgotten here and in the store, so that whoever recreates it (the
+        // runner's supervisor) joins as a new member instead of meeting "not aware of this member" again.
+        running = false;
+        consumers.delete(consumer);
+        if (cluster) memberIds.delete(cluster);
+        void opts.memberIds?.forget(o.groupId).catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not forget the consumer member id'));
+        const reason = crashReason(payload.error);
+        fail(new ConsumerFailedError(o.groupId, reason, `Kafka consumer of ${o.groupId} crashed: ${payload.error.message}`, { cause: payload.error }));
+        void consumer.disconnect().catch(() => {});
+      });
+      const joined = async () => {
+        await consumer.connect();
+        for (const topic of o.topics) await consumer.subscribe({ topic, fromBeginning: o.fromBeginning ?? true });
+      };
+      await joined().catch(async (e: unknown) => {
+        running = false;
+        consumers.delete(consumer);
+        await consumer.disconnect().catch(() => {});
+        throw e;
+      });
       await consumer.run({
         autoCommit: false,
         eachBatchAutoResolve: false,
@@ -533,10 +565,10 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         },
       });
       return {
+        failed,
         async stop() {
           running = false;
           consumers.delete(consumer);
-          crashed.delete(consumer);
           await consumer.disconnect();
         },
       };

@@ -12,7 +12,7 @@ import {
   type MessagesStream,
   type MessageToProduce,
 } from '@platformatic/kafka';
-import { BusUnavailableError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
+import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
 import { kafkaBus, keyPartitionMemo, sendUntilAnswered, withTimeout, type KafkaBusBaseOptions, type KafkaAdmin, type RecordsByTopic } from './kafkaCommon.js';
 
@@ -289,6 +289,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       const sub = await subscribe(o);
       subscriptions.add(sub);
       return {
+        failed: sub.failed,
         async stop() {
           subscriptions.delete(sub);
           await sub.stop();
@@ -364,6 +365,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     // A rejoin that ran out of retries: the loop below starts a new stream, which joins again.
     consumer.on('error', (e: Error) => {
       slog.warn({ err: e }, 'Kafka consumer group error; joining again');
+      o.onRunning?.(false, e);
       next();
     });
 
@@ -375,7 +377,10 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       generation++;
       wake();
     };
-    consumer.on('consumer:group:join', next);
+    consumer.on('consumer:group:join', () => {
+      o.onRunning?.(true);
+      next();
+    });
 
     type Queue = { topic: string; partition: number; generation: number; records: BusRecord[]; busy: boolean };
     let queues = new Map<string, Queue>();
@@ -504,6 +509,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         }
         if (failed) {
           slog.warn({ err: failed }, 'Kafka consumer stream failed; starting another in 1 s');
+          o.onRunning?.(false, failed);
           s.destroy();
           await sleep(1_000);
         } else {
@@ -526,11 +532,20 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       }
     })();
 
+    // The loop replaces failed streams itself; it ends on its own only through a bug, which is a death too.
+    const failed = loop.then(
+      () => new Promise<ConsumerFailedError>(() => {}),
+      (e: unknown) => {
+        running = false;
+        return new ConsumerFailedError(o.groupId, 'loop_failed', `Kafka consumer of ${o.groupId} stopped: ${String(e)}`, { cause: e });
+      },
+    );
     return {
+      failed,
       async stop() {
         running = false;
         next();
-        await loop;
+        await loop.catch(() => {});
         await bounded(forceClose(consumer), 'leaving the consumer group');
       },
     };

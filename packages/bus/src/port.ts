@@ -41,11 +41,37 @@ export interface ConsumeOptions {
    * is delivered again (after a short backoff), from the last committed position.
    */
   handleBatch(batch: Batch, ctx: BatchContext): Promise<void>;
+  /**
+   * Told when the consumer stops consuming for a while without dying for good (the client restarts it
+   * itself: the broker away, a topic gone) and when it consumes again (joined its group, a round went
+   * through). Liveness counts the time between the two (CONSUMER_DEAD_AFTER_MS).
+   */
+  onRunning?(running: boolean, cause?: unknown): void;
 }
 
 export interface Subscription {
   /** Finishes the batch in hand, commits it, leaves the group. */
   stop(): Promise<void>;
+  /**
+   * Resolves, with the cause, once the consumer has died for good: the client gave up on it (kafkajs' crash
+   * without restart, an expulsion from the group, a fenced member) and it consumes nothing more. Never settles
+   * for a consumer that runs until stop(). Whoever holds the subscription decides what follows (the runner's
+   * supervisor recreates it; a rebuild gives up with the cause).
+   */
+  readonly failed: Promise<ConsumerFailedError>;
+}
+
+/** A consumer died for good (see Subscription.failed); `reason` is a short label for metrics. */
+export class ConsumerFailedError extends Error {
+  constructor(
+    readonly groupId: string,
+    readonly reason: string,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.name = 'ConsumerFailedError';
+  }
 }
 
 export interface TopicSpec {

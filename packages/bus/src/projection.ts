@@ -5,6 +5,7 @@ import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
 import { topicOf, type TopicNames } from './topicNames.js';
+import { superviseConsumer } from './supervisor.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -273,23 +274,27 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
-  const sub = await o.bus.consume({
-    groupId,
-    topics: [topic],
-    fromBeginning: true,
-    handleBatch: async (batch) => {
-      const end = batchSeconds.startTimer({ group: groupId, topic });
-      const r = await applyBatch(def, logic, o.db, mode, batch, log);
-      // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
-      // committed in the outbox, so nothing waits on the relay to be safe.
-      if (relays.length > 0) void relayAll('kicked');
-      applied += r.applied;
-      handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
-      handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);
-      handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
-      end();
+  const sub = await superviseConsumer(
+    o.bus,
+    {
+      groupId,
+      topics: [topic],
+      fromBeginning: true,
+      handleBatch: async (batch) => {
+        const end = batchSeconds.startTimer({ group: groupId, topic });
+        const r = await applyBatch(def, logic, o.db, mode, batch, log);
+        // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
+        // committed in the outbox, so nothing waits on the relay to be safe.
+        if (relays.length > 0) void relayAll('kicked');
+        applied += r.applied;
+        handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
+        handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);
+        handled.inc({ group: groupId, topic, outcome: 'dead_letter' }, r.rejected);
+        end();
+      },
     },
-  });
+    { logger: log },
+  );
 
   const lagEvery = o.lagIntervalMs ?? 5_000;
   const lastLag = new Map<string, number>();

@@ -35,6 +35,8 @@ export const envSchema = z.object({
   PUBLIC_BASE_URL: z.string().url().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SHUTDOWN_TIMEOUT_MS: int(15_000),
+  // How long a service keeps trying to open its database and bus at start before it exits 1 with the cause.
+  STARTUP_TIMEOUT_MS: int(120_000),
   // How long a client may take: the headers, the whole request (body included), an idle keep-alive connection.
   HTTP_HEADERS_TIMEOUT_MS: int(10_000),
   HTTP_REQUEST_TIMEOUT_MS: int(60_000),
@@ -79,6 +81,9 @@ export const envSchema = z.object({
   // unset, the host and PORT (none when PORT is 0); `none`: never.
   KAFKA_GROUP_INSTANCE_ID: z.string().min(1).optional(),
   FLOW_REFRESH_MS: int(2_000),
+  // Liveness: /healthz answers 503 once a consumer of the process has not been running for this long (its
+  // supervisor could not bring it back), so an orchestrator restarts the process.
+  CONSUMER_DEAD_AFTER_MS: int(60_000),
   // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own
   // (auto), off the event loop that answers HTTP; off keeps them on it.
   CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),

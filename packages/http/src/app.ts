@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
-import { counter, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
+import { counter, deadConsumers, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
 
 declare global {
@@ -267,8 +267,11 @@ export function createBaseApp(parts: AppParts): Express {
   app.set('etag', false);
   app.set('trust proxy', trustProxySetting(parts.trustProxy));
   app.use(requestContext(parts.service, parts.logger, parts.routes, parts.trustRequestId));
-  app.get('/healthz', (_req, res) => {
-    res.json({ status: 'ok', service: parts.service });
+  app.get('/healthz', async (_req, res) => {
+    // Liveness: a consumer its supervisor could not bring back for CONSUMER_DEAD_AFTER_MS needs a new process.
+    const dead = await deadConsumers();
+    if (dead.length > 0) res.status(503).json({ status: 'dead_consumers', service: parts.service, consumers: dead });
+    else res.json({ status: 'ok', service: parts.service });
   });
   app.get('/readyz', async (_req, res) => {
     // Each check gets 2 s: a database or broker that does not answer is "not ready", not a hung probe.

@@ -63,6 +63,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
               : logger[e.why.startsWith('EMBEDDED_DB') || e.why.includes('holds a PGlite') ? 'info' : 'warn'](e, `embedded PGlite (${e.why})`),
         },
   );
+  let opened: Bus | undefined;
   try {
     await migrate(db, (m) => logger.info(m));
     const kafka = env.KAFKA_BROKERS && {
@@ -79,6 +80,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
         ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env) })
         : await createKafkaBus({ ...kafka, memberIds: memberIdStore(db, env) })
       : await createPgLogBus({ db, logger });
+    opened = bus;
     const topics = topicNames(env.TOPIC_PREFIX);
     const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
     await bus.ensureTopics(specs);
@@ -105,6 +107,8 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       },
     };
   } catch (e) {
+    // A start that is tried again must not leave the failed attempt's clients (and their timers) behind.
+    await opened?.close().catch(() => {});
     await db.close().catch(() => {});
     throw e;
   }
@@ -174,6 +178,9 @@ export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
       await db.query(sql`
         INSERT INTO consumer_members (group_id, instance_id, member_id) VALUES (${groupId}, ${instance}, ${memberId})
         ON CONFLICT (group_id, instance_id) DO UPDATE SET member_id = EXCLUDED.member_id, updated_at = now()`);
+    },
+    async forget(groupId) {
+      await db.query(sql`DELETE FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`);
     },
   };
 }

@@ -74,3 +74,13 @@ export function histogram<L extends string>(
 ): client.Histogram<L> {
   return getOrCreate(name, () => new client.Histogram({ name, help, labelNames: labelNames as L[], buckets }));
 }
+
+export {
+  trackConsumer,
+  consumerStates,
+  addConsumerStateSource,
+  setConsumerDeadAfter,
+  deadConsumers,
+  type ConsumerState,
+  type DeadConsumer,
+} from './consumerHealth.js';

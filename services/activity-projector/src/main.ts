@@ -1,4 +1,4 @@
-import { runService } from '@shopstream/runtime';
+import { runServices } from '@shopstream/runtime';
 import { startActivityProjector } from './index.js';
 
-await runService('activity-projector', startActivityProjector);
+await runServices([{ name: 'activity-projector', start: startActivityProjector, consumer: true }]);

@@ -1,5 +1,3 @@
-export { loadEnv } from '@shopstream/config';
-
 /** `pnpm start [service] [--help]`; pnpm passes a leading `--` through, which is ignored. */
 export function parseEnvFromArgs(argv: string[]): { service?: string; help: boolean } {
   const args = argv.filter((a) => a !== '--');

@@ -2,8 +2,8 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import type { Env } from '@shopstream/config';
-import type { StartedService } from '@shopstream/runtime';
-import { addMetricsSource, type Logger } from '@shopstream/telemetry';
+import type { ConsumerThread } from '@shopstream/runtime';
+import { addConsumerStateSource, addMetricsSource, type ConsumerState, type Logger } from '@shopstream/telemetry';
 import type { ConsumerWorkerData } from './consumerWorker.js';
 
 /**
@@ -11,13 +11,7 @@ import type { ConsumerWorkerData } from './consumerWorker.js';
  * `databaseUrl`. `started` settles once they have joined; `stop` finishes their work in hand and ends the
  * thread. The thread's metrics are served by this thread's /metrics. A worker that dies calls `onDied`.
  */
-export function startConsumerThread(
-  env: Env,
-  databaseUrl: string,
-  services: string[],
-  logger: Logger,
-  onDied: (err: unknown) => void,
-): { started: Promise<void>; service: StartedService } {
+export function startConsumerThread(env: Env, databaseUrl: string, services: string[], logger: Logger, onDied: (err: unknown) => void): ConsumerThread {
   const worker = spawn({ env: { ...env, DATABASE_URL: databaseUrl }, services } satisfies ConsumerWorkerData);
   let stopping = false;
   const exited = new Promise<void>((resolve) => worker.once('exit', () => resolve()));
@@ -26,9 +20,10 @@ export function startConsumerThread(
   let resolveStarted!: () => void;
   let rejectStarted!: (e: unknown) => void;
   const started = new Promise<void>((res, rej) => ((resolveStarted = res), (rejectStarted = rej)));
-  worker.on('message', (m: { type: string; id?: number; metrics?: unknown }) => {
+  worker.on('message', (m: { type: string; id?: number; metrics?: unknown; consumers?: unknown }) => {
     if (m.type === 'started') resolveStarted();
     else if (m.type === 'metrics' && m.id !== undefined) pending.get(m.id)?.(m.metrics);
+    else if (m.type === 'consumers' && m.id !== undefined) pending.get(m.id)?.(m.consumers);
   });
   worker.on('error', (err) => {
     rejectStarted(err);
@@ -38,15 +33,17 @@ export function startConsumerThread(
     rejectStarted(new Error(`the consumer thread exited with code ${code}`));
     if (!stopping && code !== 0) onDied(new Error(`the consumer thread exited with code ${code}`));
   });
-  addMetricsSource(
-    () =>
-      new Promise((resolve) => {
-        const id = nextId++;
-        const t = setTimeout(() => (pending.delete(id), resolve([])), 2_000);
-        pending.set(id, (metrics) => (clearTimeout(t), pending.delete(id), resolve(metrics as never)));
-        worker.postMessage({ type: 'metrics', id });
-      }),
-  );
+  /** Asks the worker; an unanswered question (a busy or stuck thread) answers `fallback` after 2 s. */
+  const ask = <T>(type: 'metrics' | 'consumers', fallback: T) =>
+    new Promise<T>((resolve) => {
+      const id = nextId++;
+      const t = setTimeout(() => (pending.delete(id), resolve(fallback)), 2_000);
+      pending.set(id, (answer) => (clearTimeout(t), pending.delete(id), resolve(answer as T)));
+      worker.postMessage({ type, id });
+    });
+  addMetricsSource(() => ask('metrics', []));
+  // The worker's consumers count in this thread's /healthz: a dead one there fails liveness here.
+  addConsumerStateSource(() => ask<ConsumerState[]>('consumers', []));
   return {
     started,
     service: {

@@ -5,53 +5,21 @@
  * PostgreSQL the main thread started (by its URL: a pool and a Postgres-log bus of its own, woken by NOTIFY
  * like any other process on that database), so it is one more client of the same server and log.
  *
- * Messages from the main thread: `{ type: 'stop' }` (finish work in hand, close, exit) and
- * `{ type: 'metrics', id }` (answered with this thread's registry as JSON, merged into /metrics).
- * To it: `{ type: 'started' }` once every consumer has joined, `{ type: 'metrics', id, metrics }`.
+ * The same runner as every process (runServices, inThread): the main thread's messages `{ type: 'stop' }`,
+ * `{ type: 'metrics', id }` and `{ type: 'consumers', id }` are answered there.
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { workerData } from 'node:worker_threads';
 import type { Env } from '@shopstream/config';
-import { openRuntime, type StartedService } from '@shopstream/runtime';
-import { registry } from '@shopstream/telemetry';
-import { serviceFactories } from './services.js';
+import { runServices } from '@shopstream/runtime';
+import { services } from './services.js';
 
 export interface ConsumerWorkerData {
   env: Env;
   services: string[];
 }
 
-const port = parentPort;
-if (!port) throw new Error('consumerWorker.ts runs as a worker thread of `pnpm start`');
-const { env, services } = workerData as ConsumerWorkerData;
-const rt = await openRuntime(env, 'consumers');
-const started: StartedService[] = [];
-let stopping: Promise<void> | undefined;
-const stop = () =>
-  (stopping ??= (async () => {
-    for (const s of [...started].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));
-    await rt.close();
-  })());
-
-port.on('message', (m: { type: string; id?: number }) => {
-  if (m.type === 'stop') void stop().finally(() => port.close());
-  else if (m.type === 'metrics') void registry.getMetricsAsJSON().then((metrics) => port.postMessage({ type: 'metrics', id: m.id, metrics }));
-});
-
-// A consumer whose start fails (its database busy for a moment) is tried again, a few times, before the
-// worker gives up (and with it the process, as a consumer that cannot start did before it had a thread).
-for (const name of services) {
-  for (let attempt = 1; ; attempt++) {
-    if (stopping) break;
-    try {
-      const s = await serviceFactories[name](rt);
-      if (stopping) await s.stop().catch(() => {});
-      else started.push(s);
-      break;
-    } catch (e) {
-      if (attempt >= 5) throw e;
-      rt.logger.error({ err: e, service: name, attempt }, 'a consumer failed to start; trying again');
-      await new Promise((r) => setTimeout(r, 1_000 * 2 ** (attempt - 1)));
-    }
-  }
-}
-if (!stopping) port.postMessage({ type: 'started' });
+const data = workerData as ConsumerWorkerData;
+await runServices(
+  services.filter((s) => data.services.includes(s.name)),
+  { inThread: true, env: data.env, name: 'consumers' },
+);

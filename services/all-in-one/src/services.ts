@@ -1,24 +1,24 @@
-import type { ServiceFactory } from '@shopstream/runtime';
+import type { ServiceEntry } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { startQueryApi } from '@shopstream/query-api';
 
-/** Every Shopstream service by the name `pnpm start <service>` takes: the HTTP APIs, then the consumers. */
-export const serviceFactories: Record<string, ServiceFactory> = {
-  'ingest-api': startIngestApi,
-  'query-api': startQueryApi,
-  'activity-projector': startActivityProjector,
-  'flow-matcher': startFlowMatcher,
-  'conversation-projector': startConversationProjector,
-};
-
 /**
- * The services that consume topics in a consumer group. A process starts them after it listens: joining a
- * group can take as long as the session of a member that died without leaving (a kill -9), and the HTTP
- * APIs need not wait for that.
+ * Every Shopstream service by the name `pnpm start <service>` takes: the HTTP APIs, then the consumers. A
+ * consumer joins a consumer group; the runner starts it after the port listens: joining a group can take as
+ * long as the session of a member that died without leaving (a kill -9), and the HTTP APIs need not wait for that.
  */
-export const consumerServices: ReadonlySet<string> = new Set(['activity-projector', 'flow-matcher', 'conversation-projector']);
+export const services: ServiceEntry[] = [
+  { name: 'ingest-api', start: startIngestApi },
+  { name: 'query-api', start: startQueryApi },
+  { name: 'activity-projector', start: startActivityProjector, consumer: true },
+  { name: 'flow-matcher', start: startFlowMatcher, consumer: true },
+  { name: 'conversation-projector', start: startConversationProjector, consumer: true },
+];
 
-export const serviceNames = Object.keys(serviceFactories);
+export const serviceNames = services.map((s) => s.name);
+
+/** Each service's factory by name, for tests and the benchmark server that compose services themselves. */
+export const serviceFactories: Record<string, ServiceEntry['start']> = Object.fromEntries(services.map((s) => [s.name, s.start]));

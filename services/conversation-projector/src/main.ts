@@ -1,4 +1,4 @@
-import { runService } from '@shopstream/runtime';
+import { runServices } from '@shopstream/runtime';
 import { startConversationProjector } from './index.js';
 
-await runService('conversation-projector', startConversationProjector);
+await runServices([{ name: 'conversation-projector', start: startConversationProjector, consumer: true }]);

@@ -1,4 +1,4 @@
-import { runService } from '@shopstream/runtime';
+import { runServices } from '@shopstream/runtime';
 import { startFlowMatcher } from './index.js';
 
-await runService('flow-matcher', startFlowMatcher);
+await runServices([{ name: 'flow-matcher', start: startFlowMatcher, consumer: true }]);

@@ -1,4 +1,4 @@
-import { runService } from '@shopstream/runtime';
+import { runServices } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
 
-await runService('ingest-api', startIngestApi);
+await runServices([{ name: 'ingest-api', start: startIngestApi }]);

@@ -1,4 +1,4 @@
-import { runService } from '@shopstream/runtime';
+import { runServices } from '@shopstream/runtime';
 import { startQueryApi } from './index.js';
 
-await runService('query-api', startQueryApi);
+await runServices([{ name: 'query-api', start: startQueryApi }]);

@@ -217,6 +217,7 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
           onWake: (fn) => (wake.fn = fn),
         });
         const sub: Subscription = {
+          failed: consumer.failed,
           async stop() {
             subscriptions.delete(sub);
             wakers.delete(waker);

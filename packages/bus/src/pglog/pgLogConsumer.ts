@@ -1,6 +1,6 @@
 import { queryRows, sql, type Db, type Row, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import type { BatchContext, BusRecord, ConsumeOptions } from '../port.js';
+import { ConsumerFailedError, type BatchContext, type BusRecord, type ConsumeOptions } from '../port.js';
 
 export interface PgLogConsumerTuning {
   pollIntervalMs: number;
@@ -58,7 +58,7 @@ export const toBuffer = (v: unknown): Buffer =>
  * commits a batch's position only after handleBatch resolved. No transaction is open while a handler
  * runs: on PGlite the handler's own queries would wait behind it.
  */
-export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<void> } {
+export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<void>; failed: Promise<ConsumerFailedError> } {
   const { db, log, tuning, member, options: o } = c;
   const topics = [...c.partitions.keys()];
   const topicList = sql.join(
@@ -186,22 +186,33 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     while (running) {
       try {
         await round();
+        if (failures > 0) o.onRunning?.(true);
         failures = 0;
       } catch (e) {
         // The database is away (or the round hit a bug): back off up to the poll interval, log each time.
         failures++;
         log.error({ err: e, failures }, 'Postgres-log consumer round failed; retrying');
+        if (failures === 1) o.onRunning?.(false, e);
         woken = false;
         await sleep(Math.min(tuning.pollIntervalMs, tuning.retryBackoffMs * 2 ** Math.min(failures - 1, 10)));
       }
     }
   })();
 
+  // Rounds that fail are retried inside the loop; a loop that ends while running is a bug, and a death.
+  const failed = loop.then(
+    () => new Promise<ConsumerFailedError>(() => {}),
+    (e: unknown) => {
+      running = false;
+      return new ConsumerFailedError(o.groupId, 'loop_failed', `Postgres-log consumer of ${o.groupId} stopped: ${String(e)}`, { cause: e });
+    },
+  );
   return {
+    failed,
     async stop() {
       running = false;
       wake();
-      await loop;
+      await loop.catch(() => {});
       try {
         await db.query(sql`UPDATE bus_group_offsets SET owner = NULL, lease_until = NULL WHERE group_id = ${o.groupId} AND owner = ${member}`);
       } catch (e) {
