@@ -65,7 +65,7 @@ describe.each([
     await kafka?.stop();
   });
 
-  it('sends the rows of at most one round twice, not the round again on every timeout', async () => {
+  it('sends the round in flight when the broker slowed twice at most (and a third of a round more), not the round again on every timeout', async () => {
     const pid = kafka.pid!;
     const bus = await createBus({ brokers: kafka.brokers, clientId: `relay-stall-${name}`, replicationFactor: 1, logger, publishTimeoutMs: 1_500 });
     const batchSize = 1_000;
@@ -110,11 +110,11 @@ describe.each([
       );
 
       const values = (await bus.read(topic)).map((r) => r.value.toString()).filter((v) => v !== 'warm-up');
-      console.log(`${name}: ${values.length - rows} duplicates after ${failures} failed runs`);
       expect(new Set(values).size).toBe(rows);
-      // Duplicates: the round that timed out on the connected producer (the broker wrote it on waking), and at
-      // most one row per later timed-out probe.
-      expect(values.length - rows).toBeLessThanOrEqual(batchSize + failures);
+      // Duplicates: the round that timed out on the connected producer (the broker wrote it on waking), rounds
+      // each at most a quarter of the one that timed out before, and a row per timed-out probe. Not a round
+      // again on every timeout.
+      expect(values.length - rows).toBeLessThanOrEqual(Math.floor((batchSize * 4) / 3) + failures);
     } finally {
       stalled = stalls;
       process.kill(pid, 'SIGCONT');

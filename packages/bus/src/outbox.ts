@@ -7,7 +7,7 @@ const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 const published = counter('shopstream_outbox_published_total', 'Outbox records relayed to their topic, by topic.', ['topic']);
 const roundRows = gauge(
   'shopstream_outbox_round_rows',
-  "Rows the outbox relay's next round takes at most, by topic: its batch size, or fewer while the log does not answer sends (a probe of one, doubling with each answered round).",
+  "Rows the outbox relay's next round takes at most, by topic: its batch size, or fewer while the log does not answer sends (a probe of one after a failed send, doubling with each answered round).",
   ['topic'],
 );
 const slowRounds = counter(
@@ -19,31 +19,41 @@ const slowRounds = counter(
 /** The first wait after a failed round, doubled with each further one up to BACKOFF_MAX_MS. */
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
+/** After this long without a failed round, rounds may grow back to the batch size. */
+const HEALTHY_AFTER_MS = 30_000;
 
 /**
  * How a relay paces its rounds across runs. A send that timed out may still land: the broker took it and
  * answers late, or the request waits in its socket while the broker stalls. The producer is replaced after a
  * timeout, so the same rows sent again are new records to the broker, not a retry it drops: sending the whole
  * round again after every timeout is how a slow broker got 13 copies of a 5,000-row round. So after a failed
- * round the relay waits (a backoff) and sends one row, and rounds double back to the batch size as the log
- * answers: while the broker is slow, the round in flight when it slowed goes out twice at most, and then one
- * row per probe.
+ * round the relay waits (a backoff), sends one row, and doubles the round with each answered send up to a
+ * ceiling of a quarter of the round that failed; the ceiling goes back to the batch size once no round failed
+ * for HEALTHY_AFTER_MS. While the broker is slow, what can go out twice is the round in flight when it slowed
+ * and rounds each at most a quarter of the one before (a third of a round more in all), plus a row per probe.
  */
 interface RelayPace {
   /** Rows the next round takes at most. */
   rows: number;
+  /** What rows may grow to until the relay has been healthy for HEALTHY_AFTER_MS. */
+  ceiling: number;
   /** Rounds that failed in a row. */
   failures: number;
   /** While failures > 0: no round before this (Date.now()). */
   resumeAt: number;
+  lastFailureAt: number;
 }
 
-const freshPace = (): RelayPace => ({ rows: Number.POSITIVE_INFINITY, failures: 0, resumeAt: 0 });
+const freshPace = (): RelayPace => ({ rows: Number.POSITIVE_INFINITY, ceiling: Number.POSITIVE_INFINITY, failures: 0, resumeAt: 0, lastFailureAt: 0 });
 
-function slowed(pace: RelayPace, topic: string): void {
+function slowed(pace: RelayPace, topic: string, roundSize: number): void {
+  const now = Date.now();
   pace.failures++;
+  // A probe that fails says only that the broker is still away: the ceiling stays for when it answers again.
+  if (roundSize > 1) pace.ceiling = Math.max(1, Math.floor(Math.min(pace.ceiling, roundSize) / 4));
   pace.rows = 1;
-  pace.resumeAt = Date.now() + Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (pace.failures - 1));
+  pace.lastFailureAt = now;
+  pace.resumeAt = now + Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (pace.failures - 1));
   slowRounds.inc({ topic });
   roundRows.set({ topic }, pace.rows);
 }
@@ -51,7 +61,8 @@ function slowed(pace: RelayPace, topic: string): void {
 function answered(pace: RelayPace, topic: string, batchSize: number): void {
   pace.failures = 0;
   pace.resumeAt = 0;
-  pace.rows = Math.min(batchSize, pace.rows * 2);
+  if (Date.now() - pace.lastFailureAt >= HEALTHY_AFTER_MS) pace.ceiling = Number.POSITIVE_INFINITY;
+  pace.rows = Math.min(batchSize, pace.ceiling, pace.rows * 2);
   roundRows.set({ topic }, pace.rows);
 }
 
@@ -150,7 +161,7 @@ async function relayRounds(o: RelayOptions, pace: RelayPace): Promise<number> {
     try {
       round = await oneRound(limit);
     } catch (e) {
-      if (e instanceof BusUnavailableError) slowed(pace, o.topic);
+      if (e instanceof BusUnavailableError) slowed(pace, o.topic, limit);
       throw e;
     }
     if (round.taken > 0) answered(pace, o.topic, batchSize);
