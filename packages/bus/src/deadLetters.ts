@@ -133,7 +133,7 @@ function copyOf(r: BusRecord, mark: Mark | undefined): Copy {
   };
 }
 
-/** A dead letter's copies, oldest first, the one its place and source come from first. */
+/** A dead letter's copies, oldest first: the first is where it first failed, the last is what a redrive sends. */
 interface Group {
   copies: Copy[];
 }
@@ -141,7 +141,7 @@ interface Group {
 /**
  * Every record of a dead-letter topic (to its end when called) with its mark, grouped into dead letters by the
  * record that first failed: a copy whose `redriven_from` names another copy of this topic joins that copy's
- * dead letter. Groups in the order of their first copy (partition, then offset).
+ * dead letter. Groups in the order their first copies were read (partition, then offset).
  */
 async function readGroups(bus: Bus, db: Db, topic: string): Promise<Group[]> {
   const byPlace = new Map<string, Copy>();
@@ -174,15 +174,8 @@ async function readGroups(bus: Bus, db: Db, topic: string): Promise<Group[]> {
   const older = (a: Copy, b: Copy) =>
     a.record.timestamp - b.record.timestamp || a.record.partition - b.record.partition || Number(BigInt(a.record.offset) - BigInt(b.record.offset));
   for (const g of groups.values()) g.copies.sort(older);
-  const first = (g: Group) =>
-    g.copies.reduce((m, c) =>
-      c.record.partition < m.record.partition || (c.record.partition === m.record.partition && BigInt(c.record.offset) < BigInt(m.record.offset)) ? c : m,
-    );
-  return [...groups.values()].sort((x, y) => {
-    const a = first(x).record;
-    const b = first(y).record;
-    return a.partition - b.partition || Number(BigInt(a.offset) - BigInt(b.offset));
-  });
+  // In the order their first copies were read: partition, then offset.
+  return [...groups.values()];
 }
 
 const latest = (g: Group): Copy => g.copies[g.copies.length - 1];
