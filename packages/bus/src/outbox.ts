@@ -19,7 +19,7 @@ const slowRounds = counter(
 /** The first wait after a failed round, doubled with each further one up to BACKOFF_MAX_MS. */
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
-/** After this long without a failed round, rounds may grow back to the batch size. */
+/** After answering every round for this long, the relay's rounds may grow back to the batch size. */
 const HEALTHY_AFTER_MS = 30_000;
 
 /**
@@ -28,23 +28,25 @@ const HEALTHY_AFTER_MS = 30_000;
  * timeout, so the same rows sent again are new records to the broker, not a retry it drops: sending the whole
  * round again after every timeout is how a slow broker got 13 copies of a 5,000-row round. So after a failed
  * round the relay waits (a backoff), sends one row, and doubles the round with each answered send up to a
- * ceiling of a quarter of the round that failed; the ceiling goes back to the batch size once no round failed
- * for HEALTHY_AFTER_MS. While the broker is slow, what can go out twice is the round in flight when it slowed
- * and rounds each at most a quarter of the one before (a third of a round more in all), plus a row per probe.
+ * ceiling of a quarter of the round that failed; the ceiling goes back to the batch size once the log has
+ * answered every round for HEALTHY_AFTER_MS (time spent backing off does not count: nothing was answered then).
+ * While the broker is slow, what can go out twice is the round in flight when it slowed and rounds each at most
+ * a quarter of the one before (a third of a round more in all), plus a row per probe.
  */
 interface RelayPace {
   /** Rows the next round takes at most. */
   rows: number;
-  /** What rows may grow to until the relay has been healthy for HEALTHY_AFTER_MS. */
+  /** What rows may grow to until the log has answered every round for HEALTHY_AFTER_MS. */
   ceiling: number;
   /** Rounds that failed in a row. */
   failures: number;
   /** While failures > 0: no round before this (Date.now()). */
   resumeAt: number;
-  lastFailureAt: number;
+  /** Since when every round was answered (null: the last one failed). */
+  answeringSince: number | null;
 }
 
-const freshPace = (): RelayPace => ({ rows: Number.POSITIVE_INFINITY, ceiling: Number.POSITIVE_INFINITY, failures: 0, resumeAt: 0, lastFailureAt: 0 });
+const freshPace = (): RelayPace => ({ rows: Number.POSITIVE_INFINITY, ceiling: Number.POSITIVE_INFINITY, failures: 0, resumeAt: 0, answeringSince: null });
 
 function slowed(pace: RelayPace, topic: string, roundSize: number): void {
   const now = Date.now();
@@ -52,7 +54,7 @@ function slowed(pace: RelayPace, topic: string, roundSize: number): void {
   // A probe that fails says only that the broker is still away: the ceiling stays for when it answers again.
   if (roundSize > 1) pace.ceiling = Math.max(1, Math.floor(Math.min(pace.ceiling, roundSize) / 4));
   pace.rows = 1;
-  pace.lastFailureAt = now;
+  pace.answeringSince = null;
   pace.resumeAt = now + Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (pace.failures - 1));
   slowRounds.inc({ topic });
   roundRows.set({ topic }, pace.rows);
@@ -61,7 +63,9 @@ function slowed(pace: RelayPace, topic: string, roundSize: number): void {
 function answered(pace: RelayPace, topic: string, batchSize: number): void {
   pace.failures = 0;
   pace.resumeAt = 0;
-  if (Date.now() - pace.lastFailureAt >= HEALTHY_AFTER_MS) pace.ceiling = Number.POSITIVE_INFINITY;
+  const now = Date.now();
+  pace.answeringSince ??= now;
+  if (now - pace.answeringSince >= HEALTHY_AFTER_MS) pace.ceiling = Number.POSITIVE_INFINITY;
   pace.rows = Math.min(batchSize, pace.ceiling, pace.rows * 2);
   roundRows.set({ topic }, pace.rows);
 }
