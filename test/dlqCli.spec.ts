@@ -110,12 +110,12 @@ async function listShowsBoth(env: Record<string, string | undefined>, rt: Runtim
   const text = await cli(env, 'list', dlqName);
   expect(text.code).toBe(0);
   expect(text.stdout).toContain(`${s.dlqTopic}: 2 dead letters, 0 redriven`);
-  expect(text.stdout).toMatch(/DLQ PARTITION\/OFFSET +SOURCE TOPIC\/PARTITION\/OFFSET +KEY +DEAD-LETTERED AT +REDRIVEN +REASON/);
+  expect(text.stdout).toMatch(/DLQ PARTITION\/OFFSET +SOURCE TOPIC\/PARTITION\/OFFSET +KEY +DEAD-LETTERED AT +REDRIVEN +REDRIVES\/FAILED +REASON/);
   const line = text.stdout.split('\n').find((l) => l.includes(`${rt.topics.events}/${refused.sourcePartition}/${refused.sourceOffset} `));
   expect(line).toMatch(
-    new RegExp(` ${s.shop} +\\S+Z +no +refused by the database: new row for relation "activities" violates check constraint "dlq_cli_spec_blocked"$`),
+    new RegExp(` ${s.shop} +\\S+Z +no +0/0 +refused by the database: new row for relation "activities" violates check constraint "dlq_cli_spec_blocked"$`),
   );
-  expect(text.stdout).toMatch(/ no +invalid JSON: /);
+  expect(text.stdout).toMatch(/ no +0\/0 +invalid JSON: /);
   return doc.deadLetters;
 }
 
@@ -224,6 +224,41 @@ describe.each<[string, 'kafka' | 'pglog', Record<string, string>]>([
       (p) => p.projection === 'activity-projector',
     );
     expect(activity).toMatchObject({ deadLetters: 2, deadLettersRedriven: 1 });
+  }, 300_000);
+
+  it('a record that can never succeed stays one dead letter: later redrives leave it unless --again, which sends it once more', async () => {
+    // The undecodable record fails on every redrive. Unfiltered runs, as an operator sweeping the topic does.
+    const held = async () => (await rt.bus.offsets(s.dlqTopic)).reduce((n, p) => n + Number(p.high) - Number(p.low), 0);
+    const redrive = async (...more: string[]) => {
+      const r = await cli(env, 'redrive', 'events.dlq', '--json', ...more);
+      expect(r.code, r.stderr).toBe(0);
+      return JSON.parse(r.stdout) as RedriveReport;
+    };
+    expect(await held()).toBe(2);
+    expect(await redrive()).toMatchObject({ total: 2, redriven: 1, alreadyRedriven: 1 });
+    await waitFor(async () => (await held()) === 3, { timeoutMs: 60_000, intervalMs: 300, message: 'the redriven copy dead-lettered again' });
+    for (let run = 2; run <= 3; run++) {
+      const r = await redrive();
+      // Not sent again, so not refused again: the topic keeps the two copies.
+      expect(r.redriven).toBe(0);
+      expect(r).toMatchObject({ total: 2, alreadyRedriven: 1, failedAgain: 1 });
+    }
+    expect(await held()).toBe(3);
+
+    const listed = JSON.parse((await cli(env, 'list', 'events.dlq', '--json')).stdout) as { deadLetters: DeadLetter[] };
+    const poison = listed.deadLetters.find((d) => d.reason?.startsWith('invalid JSON'))!;
+    expect(listed.deadLetters).toHaveLength(2);
+    expect(poison).toMatchObject({ redrives: 1, failedAgain: 1, redriven: null, copies: [expect.any(String), `${poison.partition}/${poison.offset}`] });
+    const text = await cli(env, 'list', 'events.dlq');
+    expect(text.stdout).toContain(`${s.dlqTopic}: 2 dead letters, 1 redriven, 1 refused again after a redrive (sent again only with --again)`);
+    expect(text.stdout).toMatch(/ no +1\/1 +invalid JSON: /);
+
+    // --again: the latest copy, once; refused once more, still one dead letter.
+    expect(await redrive('--again')).toMatchObject({ total: 2, redriven: 1, alreadyRedriven: 1, failedAgain: 0 });
+    await waitFor(async () => (await held()) === 4, { timeoutMs: 60_000, intervalMs: 300, message: 'the copy sent with --again dead-lettered again' });
+    const after = JSON.parse((await cli(env, 'list', 'events.dlq', '--json')).stdout) as { deadLetters: DeadLetter[] };
+    expect(after.deadLetters).toHaveLength(2);
+    expect(after.deadLetters.find((d) => d.reason?.startsWith('invalid JSON'))).toMatchObject({ redrives: 2, failedAgain: 2, redriven: null });
   }, 300_000);
 });
 

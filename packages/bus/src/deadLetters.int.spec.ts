@@ -76,6 +76,7 @@ describe('redriveDeadLetters', () => {
       inFlight: 1,
       notMatching: 0,
       unredrivable: 0,
+      failedAgain: 0,
     });
     expect(await redriven(source)).toEqual([
       ['{"v":"a"}', `${dlq}/0/0`],
@@ -153,5 +154,54 @@ describe('redriveDeadLetters', () => {
     expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 1_200 });
     expect((await redriven(source)).map(([v]) => Number(v)).sort((a, b) => a - b)).toEqual(Array.from({ length: 1_200 }, (_, i) => i));
     expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 1_200, redriven: 0, alreadyRedriven: 1_200 });
+  });
+});
+
+/**
+ * A consumer for which the records redriven to `source` always fail: it dead-letters each copy the last
+ * redrive sent, as the projector does with a record that can never succeed.
+ */
+async function failRedrivenAgain(source: string, seen: Set<string>): Promise<number> {
+  const copies = (await bus.read(source)).filter((r) => r.headers[H.redrivenFrom] && !seen.has(r.offset));
+  for (const r of copies) seen.add(r.offset);
+  await sendToDeadLetters(
+    bus,
+    source,
+    copies.map((record) => ({ record, reason: `still ${record.value.toString()}` })),
+  );
+  return copies.length;
+}
+
+describe('a record that fails again after a redrive', () => {
+  it('is one dead letter of its source record: later runs do not send it again unless asked (again), and list counts its redrives', async () => {
+    const { source, dlq } = await threeDeadLetters();
+    const seen = new Set<string>();
+    expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 3, redriven: 3 });
+    expect(await failRedrivenAgain(source, seen)).toBe(3);
+
+    for (let run = 2; run <= 3; run++) {
+      expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 3, redriven: 0, failedAgain: 3, alreadyRedriven: 0 });
+      expect(await failRedrivenAgain(source, seen)).toBe(0);
+    }
+    // The first dead letters and one copy each that failed again: not one more per run.
+    expect((await bus.read(dlq)).length).toBe(6);
+    const listed = await listDeadLetters(bus, db, dlq);
+    expect(listed.map((d) => [d.sourceOffset, d.offset, d.redrives, d.failedAgain, d.reason])).toEqual([
+      ['0', '3', 1, 1, 'still {"v":"a"}'],
+      ['1', '4', 1, 1, 'still {"v":"b"}'],
+      ['2', '5', 1, 1, 'still {"v":"c"}'],
+    ]);
+
+    // Asked: the latest copy of each goes once more, and fails once more.
+    const again = await redriveDeadLetters(dlq, { bus, db, logger, again: true, reasonContains: 'still {"v":"b"}' });
+    expect(again).toMatchObject({ total: 3, redriven: 1, failedAgain: 0, notMatching: 2 });
+    expect((await redriven(source)).slice(3)).toEqual([['{"v":"b"}', `${dlq}/0/4`]]);
+    expect(await failRedrivenAgain(source, seen)).toBe(1);
+    expect((await listDeadLetters(bus, db, dlq)).map((d) => [d.sourceOffset, d.offset, d.redrives, d.failedAgain])).toEqual([
+      ['0', '3', 1, 1],
+      ['1', '6', 2, 2],
+      ['2', '5', 1, 1],
+    ]);
+    expect(await redriveDeadLetters(dlq, { bus, db, logger })).toMatchObject({ total: 3, redriven: 0, failedAgain: 3 });
   });
 });

@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
-import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
+import { createTestDatabase, startLocalKafka, testInfra, uniquePrefix, waitFor, type KafkaHandle } from '@shopstream/testkit';
 import { createKafkaBus } from './kafka.js';
 import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
-import { appendToOutbox, relayOutbox } from './outbox.js';
+import { appendToOutbox, relayOutbox, startOutboxRelay } from './outbox.js';
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const logger = createLogger('outbox-relay', process.env.TEST_LOG_LEVEL ?? 'silent');
 const prefix = uniquePrefix();
 let db: Db;
@@ -48,4 +49,77 @@ describe.each([
       await bus.close();
     }
   }, 120_000);
+});
+
+describe.each([
+  ['kafkajs', createKafkaBus],
+  ['@platformatic/kafka', createPlatformaticKafkaBus],
+] as const)('outbox relay on %s against a broker that stalls (sends time out rather than fail)', (name, createBus) => {
+  // A broker of its own: SIGSTOP on the shared one would stall every other spec file.
+  let kafka: KafkaHandle;
+  beforeAll(async () => {
+    kafka = await startLocalKafka({});
+  }, 240_000);
+  afterAll(async () => {
+    if (kafka?.pid) process.kill(kafka.pid, 'SIGCONT');
+    await kafka?.stop();
+  });
+
+  it('sends the round in flight when the broker slowed twice at most (and a third of a round more), not the round again on every timeout', async () => {
+    const pid = kafka.pid!;
+    const bus = await createBus({ brokers: kafka.brokers, clientId: `relay-stall-${name}`, replicationFactor: 1, logger, publishTimeoutMs: 1_500 });
+    const batchSize = 1_000;
+    const rows = 20_000;
+    const topic = `${prefix}relay-stall-${name.replace(/\W/g, '')}`;
+    let failures = 0;
+    const relay = startOutboxRelay({ db, bus, logger, topic, batchSize, intervalMs: 100 });
+    const stalls = 10;
+    let stalled = 0;
+    try {
+      await bus.ensureTopics([{ topic, partitions: 3 }]);
+      // A connected producer, as a running relay has: the round in flight when the broker stops is on it.
+      await bus.publish(topic, [{ key: 'warm-up', value: 'warm-up' }]);
+      await db.tx((tx) =>
+        appendToOutbox(
+          tx,
+          Array.from({ length: rows }, (_, i) => ({ topic, key: `shop-${i % 7}`, value: String(i) })),
+        ),
+      );
+      // A slow broker: it stalls for longer than a send may take, runs a little, and stalls again. Sends time
+      // out and land later, when it runs.
+      const slow = (async () => {
+        for (; stalled < stalls; stalled++) {
+          process.kill(pid, 'SIGSTOP');
+          await sleep(2_500);
+          process.kill(pid, 'SIGCONT');
+          await sleep(700);
+        }
+      })();
+      // Kicked as a projector does after each commit.
+      while (stalled < stalls)
+        await relay.relay().then(
+          () => sleep(50),
+          () => void failures++,
+        );
+      await slow;
+      await waitFor(
+        async () =>
+          (await relay.relay().catch(() => -1)) === 0 &&
+          (await queryRow(db, sql`SELECT count(*)::int AS n FROM outbox WHERE topic = ${topic}`, (r) => Number(r.n))) === 0,
+        { timeoutMs: 120_000, intervalMs: 500, message: 'the outbox relayed once the broker answers again' },
+      );
+
+      const values = (await bus.read(topic)).map((r) => r.value.toString()).filter((v) => v !== 'warm-up');
+      expect(new Set(values).size).toBe(rows);
+      // Duplicates: the round that timed out on the connected producer (the broker wrote it on waking), rounds
+      // each at most a quarter of the one that timed out before, and a row per timed-out probe. Not a round
+      // again on every timeout.
+      expect(values.length - rows).toBeLessThanOrEqual(Math.floor((batchSize * 4) / 3) + failures);
+    } finally {
+      stalled = stalls;
+      process.kill(pid, 'SIGCONT');
+      await relay.stop();
+      await bus.close();
+    }
+  }, 240_000);
 });

@@ -29,16 +29,19 @@ function printList(topic: string, all: DeadLetter[], filtered: boolean): void {
     return;
   }
   const redriven = all.filter((d) => d.redriven?.state === 'sent').length;
+  const failedAgain = all.filter((d) => d.failedAgain > 0 && d.redriven === null).length;
   const rows = all.map((d) => [
     `${d.partition}/${d.offset}`,
     d.sourceTopic ? `${d.sourceTopic}/${d.sourcePartition ?? '?'}/${d.sourceOffset ?? '?'}` : '-',
     d.key ?? '-',
     d.deadLetteredAt,
     d.redriven ? (d.redriven.state === 'sent' ? d.redriven.at : `claimed ${d.redriven.at}, not confirmed`) : 'no',
+    `${d.redrives}/${d.failedAgain}`,
     short(d.reason ?? '-', 160),
   ]);
-  console.log(`${topic}: ${all.length} dead letter${all.length === 1 ? '' : 's'}${filtered ? ' whose reason matches' : ''}, ${redriven} redriven`);
-  console.log(table(['DLQ PARTITION/OFFSET', 'SOURCE TOPIC/PARTITION/OFFSET', 'KEY', 'DEAD-LETTERED AT', 'REDRIVEN', 'REASON'], rows));
+  const again = failedAgain > 0 ? `, ${failedAgain} refused again after a redrive (sent again only with --again)` : '';
+  console.log(`${topic}: ${all.length} dead letter${all.length === 1 ? '' : 's'}${filtered ? ' whose reason matches' : ''}, ${redriven} redriven${again}`);
+  console.log(table(['DLQ PARTITION/OFFSET', 'SOURCE TOPIC/PARTITION/OFFSET', 'KEY', 'DEAD-LETTERED AT', 'REDRIVEN', 'REDRIVES/FAILED', 'REASON'], rows));
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
@@ -48,6 +51,7 @@ function reportLine(r: RedriveReport): string {
     `${r.alreadyRedriven} already redriven`,
     `${r.notMatching} not matching`,
     ...(r.inFlight > 0 ? [`${r.inFlight} claimed by another redrive running now`] : []),
+    ...(r.failedAgain > 0 ? [`${r.failedAgain} refused again after a redrive, sent only with --again`] : []),
     ...(r.unredrivable > 0 ? [`${r.unredrivable} without a source header naming ${r.to}, never sent`] : []),
   ];
   const resent =
@@ -63,9 +67,10 @@ export const command: Command = {
   subcommands: {
     list: {
       usage: `  pnpm cli dlq list <topic> [--reason-contains <text>] [--json]
-      Every dead letter of a dead-letter topic (events.dlq, metrics.dlq, conversations.dlq, ...): where it came
-      from (source topic, partition, offset), its key, why it was refused, when, and whether it was redriven.
-      --json prints one document with each record's headers and value as well.`,
+      Every dead letter of a dead-letter topic (events.dlq, metrics.dlq, conversations.dlq, ...), once each: where
+      it came from (source topic, partition, offset of the record that first failed), its key, why its latest
+      copy was refused, when, whether that copy was redriven, and how many times it was redriven and refused
+      again (REDRIVES/FAILED). --json prints one document with each record's headers and value as well.`,
       async run(args) {
         const { values, positionals } = parse(args, { json: { type: 'boolean' }, 'reason-contains': { type: 'string' } }, true);
         if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
@@ -81,13 +86,19 @@ export const command: Command = {
       },
     },
     redrive: {
-      usage: `  pnpm cli dlq redrive <topic> [--reason-contains <text>] [--dry-run] [--json]
+      usage: `  pnpm cli dlq redrive <topic> [--reason-contains <text>] [--again] [--dry-run] [--json]
       Sends the dead letters back to their source topic, once the cause is fixed: same key, same value, their
-      original headers (plus redriven_from). Records what it sent, so a second run sends nothing twice;
-      --reason-contains sends only those whose reason contains the text (case-insensitive); --dry-run counts
-      what it would send and sends nothing. A redriven record is applied after the records that followed it.`,
+      original headers (plus redriven_from). Records what it sent, so a second run sends nothing twice; a dead
+      letter that was redriven and refused again is not sent unless --again says its cause is gone now (then
+      its latest copy goes, once). --reason-contains sends only those whose reason contains the text
+      (case-insensitive); --dry-run counts what it would send and sends nothing. A redriven record is applied
+      after the records that followed it.`,
       async run(args) {
-        const { values, positionals } = parse(args, { json: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, 'reason-contains': { type: 'string' } }, true);
+        const { values, positionals } = parse(
+          args,
+          { json: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, again: { type: 'boolean' }, 'reason-contains': { type: 'string' } },
+          true,
+        );
         if (positionals.length > 1) throw new UsageError('Name one dead-letter topic.');
         await withRuntime(async (rt) => {
           const topic = deadLetterTopic(rt, positionals[0]);
@@ -97,6 +108,7 @@ export const command: Command = {
             logger: rt.logger,
             reasonContains: values['reason-contains'],
             dryRun: values['dry-run'] === true,
+            again: values.again === true,
           });
           console.log(values.json ? JSON.stringify(report, null, 2) : reportLine(report));
         });
