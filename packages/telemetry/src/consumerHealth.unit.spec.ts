@@ -1,8 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { addConsumerStateSource, deadConsumers, registry, setConsumerDeadAfter, trackConsumer } from './index.js';
 
-const upValue = async (group: string) =>
-  (await registry.getSingleMetric('shopstream_consumer_up')?.get())?.values.find((v) => v.labels.group === group)?.value;
+const upValue = async (group: string) => (await registry.getSingleMetric('shopstream_consumer_up')?.get())?.values.find((v) => v.labels.group === group)?.value;
 
 describe('consumer liveness', () => {
   afterEach(() => setConsumerDeadAfter(60_000));
