@@ -528,3 +528,10 @@ export function thin(samples: [number, number][], from: number): [number, number
 /** Answers counted by status. */
 export const statusCounts = (answers: Answer[]): Record<string, number> =>
   answers.reduce<Record<string, number>>((a, x) => ((a[x.status] = (a[x.status] ?? 0) + 1), a), {});
+
+/** A duration row without a goal: seconds, or `never` without a unit. */
+export const secondsRow = (measure: string, ms: number | undefined, note = ''): { measure: string; value: number | string; unit: string } => ({
+  measure,
+  value: ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)),
+  unit: `${ms === undefined ? '' : 's'}${note ? ` ${note}` : ''}`.trim(),
+});

@@ -14,6 +14,7 @@ import {
   statusCounts,
   startPipeline,
   untilAssigned,
+  secondsRow,
 } from '../groupFaults.js';
 import { until } from '../services.js';
 import type { Context, Figures, Row, Scenario } from '../types.js';
@@ -125,7 +126,7 @@ export const pause: Scenario = {
       serverErrorsRow(answersByStatus),
       backRow(`${frozen.label} applying records again after its SIGCONT`, frozenAgain),
       ...ingestAgain.map((x) => backRow(`${x.label} applying records again after ingest-api's SIGCONT`, x)),
-      { measure: "ingest-api's first 202 after its SIGCONT", value: sec(ingestBack), unit: 's' },
+      secondsRow("ingest-api's first 202 after its SIGCONT", ingestBack),
       {
         measure: 'consumer processes not working at the end (alive but idle, or exited)',
         value:
@@ -140,7 +141,7 @@ export const pause: Scenario = {
         unit: lagZeroMs === undefined ? '' : 's',
         goal: { text: 'reaches 0', met: lagZeroMs !== undefined },
       },
-      { measure: 'projection caught up after the load ended', value: sec(outcome.caughtUpAfterLoadMs), unit: 's' },
+      secondsRow('projection caught up after the load ended', outcome.caughtUpAfterLoadMs),
       noneRow('lost (accepted, no activity 120 s after the load)', outcome.lost),
       ...(outcome.lost > 0 ? [{ measure: 'of the lost, in the events log (never projected)', value: outcome.lostButInLog }] : []),
       noneRow('doubled (twice on a timeline, or one remote_id twice)', outcome.doubled),

@@ -10,6 +10,7 @@ import {
   startPipeline,
   statusCounts,
   untilAssigned,
+  secondsRow,
 } from '../groupFaults.js';
 import type { ConsumerProcess, GroupView, Pipeline } from '../groupFaults.js';
 import type { Context, Figures, Row, Scenario } from '../types.js';
@@ -153,7 +154,7 @@ export const scale: Scenario = {
         { measure: 'answers by status', value: byStatus(answersByStatus) },
         serverErrorsRow(answersByStatus),
         ...changeRows,
-        { measure: 'projection caught up after the load ended', value: sec(outcome.caughtUpAfterLoadMs), unit: 's' },
+        secondsRow('projection caught up after the load ended', outcome.caughtUpAfterLoadMs),
         noneRow('lost (accepted, no activity 120 s after the load)', outcome.lost),
         ...(outcome.lost > 0 ? [{ measure: 'of the lost, in the events log (never projected)', value: outcome.lostButInLog }] : []),
         noneRow('doubled (twice on a timeline, or one remote_id twice)', outcome.doubled),

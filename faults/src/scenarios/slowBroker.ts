@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { checkOutcome, firstAnswerAfter, applyingAgain, PARTITIONS, sleep, startLoad, startPipeline, statusCounts, thin } from '../groupFaults.js';
+import { checkOutcome, firstAnswerAfter, applyingAgain, PARTITIONS, sleep, startLoad, startPipeline, statusCounts, thin, secondsRow } from '../groupFaults.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { byStatus, noneRow, sec, serverErrorsRow } from '../scenarioFigures.js';
 
@@ -103,14 +103,14 @@ export const slowBroker: Scenario = {
           value: late.length,
           goal: { text: '0', met: during.length > 0 && late.length === 0 },
         },
-        { measure: "ingest-api's first 202 after the SIGCONT", value: sec(ingestBack), unit: 's' },
-        {
-          measure: 'activity-projector applying records again after the SIGCONT',
-          value: sec(projectorBack.ms),
-          unit: `s (holding partitions after ${sec(projectorBack.memberMs)} s)`,
-        },
+        secondsRow("ingest-api's first 202 after the SIGCONT", ingestBack),
+        secondsRow(
+          'activity-projector applying records again after the SIGCONT',
+          projectorBack.ms,
+          `(holding partitions: ${projectorBack.memberMs === undefined ? 'never' : `after ${sec(projectorBack.memberMs)} s`})`,
+        ),
         { measure: "lines of the projector's log saying a send timed out", value: sendTimeouts },
-        { measure: 'projection caught up after the load ended', value: sec(outcome.caughtUpAfterLoadMs), unit: 's' },
+        secondsRow('projection caught up after the load ended', outcome.caughtUpAfterLoadMs),
         noneRow('lost (accepted, no activity 120 s after the load)', outcome.lost),
         ...(outcome.lost > 0 ? [{ measure: 'of the lost, in the events log (never projected)', value: outcome.lostButInLog }] : []),
         noneRow('doubled (twice on a timeline, or one remote_id twice)', outcome.doubled),
