@@ -38,7 +38,6 @@ export interface ConsumerProcess {
   label: string;
   service: Service;
   group: Group;
-  spawnedAt: number;
   /** Its records handled so far, sampled from its /metrics: [when, how many]. */
   handled: [number, number][];
 }
@@ -95,7 +94,7 @@ export async function startPipeline(ctx: Context, consumers: { name: 'activity-p
     const service = startScenarioService(ctx, name, { ...env, KAFKA_CLIENT_ID: label, LOG_LEVEL: 'info' });
     // A process left stopped by a scenario that failed midway would hold its SIGTERM until the kill's 15 s SIGKILL.
     ctx.defer(() => void service.process.kill('SIGCONT'));
-    const c: ConsumerProcess = { label, service, group: name === 'flow-matcher' ? matcherGroup : projectorGroup, spawnedAt: Date.now(), handled: [] };
+    const c: ConsumerProcess = { label, service, group: name === 'flow-matcher' ? matcherGroup : projectorGroup, handled: [] };
     list.push(c);
     return c;
   };
