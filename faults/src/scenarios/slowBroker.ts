@@ -131,6 +131,12 @@ export const slowBroker: Scenario = {
         times: { startedAt, stoppedAt, contAt, endedAt },
         answersByStatus,
         duringByStatus,
+        // Which second of the stall the late requests were sent in: the first ones only, or all along it.
+        lateBySecond: late.reduce<Record<string, number>>((a, x) => {
+          const k = String(Math.floor((x.sentAt - stoppedAt) / 1000));
+          a[k] = (a[k] ?? 0) + 1;
+          return a;
+        }, {}),
         lateSamples: late.slice(0, 20).map((a) => ({ t: a.sentAt - stoppedAt, ms: a.ms, status: a.status, retryAfter: a.retryAfter })),
         outcome,
         projectorBack,
