@@ -22,6 +22,7 @@ import kafkajs, {
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ReadOptions } from './port.js';
 import {
+  heartbeatIntervalMs,
   kafkaBus,
   keyPartitionMemo,
   sendUntilAnswered,
@@ -473,7 +474,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,
-    producer: { lingerMs: opts.lingerMs, connect: connectProducer, sendAll, brokerAway, tooLarge, replaceProducer },
+    producer: { lingerMs: opts.lingerMs, stallMs: opts.stallMs, connect: connectProducer, sendAll, brokerAway, tooLarge, replaceProducer },
   };
   return kafkaBus(parts, {
     async consume(o) {
@@ -489,7 +490,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         maxWaitTimeInMs: 100,
         retry: { retries: 10 },
         sessionTimeout,
-        heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
+        heartbeatInterval: heartbeatIntervalMs(sessionTimeout),
         // Same assignment as kafkajs' default; it tells us the consumer's cluster, to rejoin as the same member.
         partitionAssigners: [
           trackingAssigner((c) => {

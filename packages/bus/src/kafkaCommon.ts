@@ -19,10 +19,24 @@ export interface KafkaBusBaseOptions {
   /**
    * A consumer group member that sends no heartbeat for this long is dropped. After a kill -9, a restarted
    * member joins only once the dead one's session ran out, so this bounds how long a projector stays away.
-   * Default 8 s (heartbeats every 2.5 s); the broker refuses less than its group.min.session.timeout.ms (6 s).
+   * Default 8 s (heartbeats every second, heartbeatIntervalMs); the broker refuses less than its
+   * group.min.session.timeout.ms (6 s).
    */
   sessionTimeoutMs?: number;
+  /**
+   * A send in flight longer than this marks the broker stalled: new publishes fail at once until a send succeeds,
+   * and each publish waits at most this plus 800 ms. Default DEFAULT_STALL_MS (1 s).
+   */
+  stallMs?: number;
 }
+
+/**
+ * The consumers' heartbeat interval for a session timeout: at most a second. A member learns that the group is
+ * rebalancing only from its next heartbeat's answer, so after a member's kill -9 its partitions move once the
+ * session ran out plus up to one interval: 8 s + 1 s, where a third of the session (2.5 s) made it 10.5 s.
+ * A heartbeat is a tiny request; one a second per member is nothing to the broker.
+ */
+export const heartbeatIntervalMs = (sessionTimeoutMs: number): number => Math.max(100, Math.min(1_000, Math.floor(sessionTimeoutMs / 3.2)));
 
 /** How long publishes fail at once after a send failed because the broker is away (see createBrokerGate). */
 export const FAIL_FAST_MS = 1_000;
@@ -32,6 +46,12 @@ const resentRecords = counter(
   'Records sent again because Kafka answered a send without their partition (a leader moved during it; kafkajs#1303).',
 );
 const sendSeconds = histogram('shopstream_kafka_send_seconds', 'Time of one Kafka produce request (a micro-batch), by outcome.', ['outcome']);
+
+const refusals = counter(
+  'shopstream_kafka_publish_refusals_total',
+  'Publishes answered BusUnavailableError without waiting for a send, by reason: stalled (a send has been in flight longer than the stall bound), away (a send failed: only a probe goes), queued (gave up behind a send in flight, not sent), in_flight (gave up on its own send, which may still land).',
+  ['reason'],
+);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -258,34 +278,46 @@ export async function sendUntilAnswered<P>(log: Logger, first: P, send: (pending
 }
 
 /**
- * While the broker is away (a send failed to reach it), publishes fail at once (BusUnavailableError: 503 with
- * Retry-After) instead of each waiting out the publish timeout, and do not pile up behind a send that hangs:
- * one publish at a time, at most every FAIL_FAST_MS, is let through as a probe (its batch tries Kafka); the
- * first send that succeeds ends it. Like the database's circuit breaker (connectPostgres): a broker outage
- * is answered in milliseconds, and ingest takes events again within a second of the broker's return.
+ * While the broker is away (a send failed to reach it) or stalled (a send has been in flight longer than
+ * stallMs), publishes fail at once (PublishRefusedError: 503 with Retry-After) instead of each waiting for a
+ * send that hangs. While away, one publish at a time, at most every FAIL_FAST_MS, is let through as a probe
+ * (its batch tries Kafka); only a send that succeeds ends it, however long that takes. Like the database's
+ * circuit breaker (connectPostgres): a broker outage or stall is answered in milliseconds, and ingest takes
+ * events again within about a second of the broker's return.
  */
 function createBrokerGate() {
   let away = false;
+  let stalled = false;
   let probing = false;
   let failedAt = 0;
+  const refuse = (reason: 'stalled' | 'away', message: string): never => {
+    refusals.inc({ reason });
+    throw new PublishRefusedError(message);
+  };
   return {
-    /** Whether this publish may go to Kafka (true: it is the probe); throws while the broker is away. */
+    /** Whether this publish may go to Kafka (true: it is the probe); throws while the broker is stalled or away. */
     admit(): boolean {
+      if (stalled) refuse('stalled', 'Kafka is not answering: a send has been waiting for it too long');
       if (!away) return false;
-      if (probing) throw new BusUnavailableError('Kafka is unavailable: a send is trying it again');
-      if (Date.now() - failedAt < FAIL_FAST_MS) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+      if (probing) refuse('away', 'Kafka is unavailable: a send is trying it again');
+      if (Date.now() - failedAt < FAIL_FAST_MS) refuse('away', 'Kafka is unavailable: a send failed less than a second ago');
       probing = true;
       return true;
     },
     /** Before a flush: a batch admitted before the broker went away, flushed after, fails at once too. */
     check(probe: boolean): void {
-      if (away && !probe) throw new BusUnavailableError('Kafka is unavailable: a send failed less than a second ago');
+      if (away && !probe) refuse('away', 'Kafka is unavailable: a send failed less than a second ago');
+    },
+    stall(): void {
+      stalled = true;
     },
     sent(): void {
       away = false;
+      stalled = false;
     },
     failed(brokerAway: boolean): void {
       away = brokerAway;
+      stalled = false;
       if (away) failedAt = Date.now();
     },
     flushed(probe: boolean): void {
@@ -294,6 +326,33 @@ function createBrokerGate() {
   };
 }
 
+/**
+ * A publish refused before any of its records was sent (the broker is stalled or away, see createBrokerGate):
+ * none of them can land, so sending them again later makes no copy. A BusUnavailableError like any other for
+ * callers that do not care (ingest answers 503 either way); the outbox relay does care (outbox.ts).
+ */
+export class PublishRefusedError extends BusUnavailableError {
+  constructor(message: string) {
+    super(message);
+    this.name = 'PublishRefusedError';
+  }
+}
+
+/**
+ * How long a send may be in flight before the publisher takes the broker for stalled (KafkaBusBaseOptions.stallMs).
+ * An acknowledged send takes milliseconds on an idle machine and rarely over 200 ms on a loaded 2-core one
+ * (shopstream_kafka_send_seconds); a SIGSTOPped broker or a dead link answers never, and its sends hang until
+ * publishTimeoutMs. A second is five times the slow case and leaves room, within the 2 s ingest promises, to
+ * answer the requests whose records are in that send (PUBLISH_WAIT_BEYOND_STALL_MS).
+ */
+export const DEFAULT_STALL_MS = 1_000;
+/**
+ * How much longer than stallMs a publish waits for its send before it answers BusUnavailableError: records in a
+ * send that is slow but alive still get their ack, and the caller hears within stallMs + 800 ms (1.8 s by
+ * default: ingest's 2 s, less the HTTP round trip), never waiting out publishTimeoutMs.
+ */
+const PUBLISH_WAIT_BEYOND_STALL_MS = 800;
+
 /** The records of one micro-batch, by topic, each topic's in publish order. */
 export type RecordsByTopic = Map<string, OutgoingRecord[]>;
 
@@ -301,6 +360,8 @@ export type RecordsByTopic = Map<string, OutgoingRecord[]>;
 interface KafkaPublisherOptions {
   lingerMs?: number;
   publishTimeoutMs: number;
+  /** A send in flight longer than this marks the broker stalled (default DEFAULT_STALL_MS). */
+  stallMs?: number;
   /** Before each send, within its own publishTimeoutMs: connects the current producer, where the client wants that. */
   connect?: () => Promise<void>;
   /**
@@ -323,55 +384,115 @@ interface KafkaPublisher {
   close(): Promise<void>;
 }
 
+/** One publish's share of a micro-batch: queued until a flush takes it; given up (never sent) when its wait ran out first. */
+interface PublishItem {
+  topic: string;
+  records: OutgoingRecord[];
+  bytes: number;
+  probe: boolean;
+  state: 'queued' | 'sending' | 'given-up';
+}
+
 /**
  * The publish path of both adapters. Concurrent publishes are gathered (createMicroBatcher) into one send that
  * carries every record published meanwhile, for every topic: many HTTP requests, one round trip. Flushes never
  * overlap, so one send is in flight per producer (concurrent idempotent sends on one producer fail with
- * OUT_OF_ORDER_SEQUENCE_NUMBER). A publish resolves only once its send was acknowledged; a send that fails or
- * does not finish within publishTimeoutMs rejects every publish in it with BusUnavailableError and replaces the
- * producer. While the broker is away, publishes fail at once (createBrokerGate).
+ * OUT_OF_ORDER_SEQUENCE_NUMBER). A publish resolves only once its send was acknowledged. It waits at most
+ * min(publishTimeoutMs, stallMs + PUBLISH_WAIT_BEYOND_STALL_MS): then BusUnavailableError, and its records, if
+ * still queued, are left out of the next send (PublishRefusedError), or, if already in flight, may still land.
+ * A send that fails or does not finish within publishTimeoutMs replaces the producer. A send in flight longer
+ * than stallMs, and a failed one, make new publishes fail at once (createBrokerGate).
  */
 function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
   const gate = createBrokerGate();
-  const batcher = createMicroBatcher<{ topic: string; records: OutgoingRecord[]; bytes: number; probe: boolean }>({
+  const stallMs = Math.min(o.stallMs ?? DEFAULT_STALL_MS, o.publishTimeoutMs);
+  const waitMs = Math.min(o.publishTimeoutMs, stallMs + PUBLISH_WAIT_BEYOND_STALL_MS);
+  const batcher = createMicroBatcher<PublishItem>({
     lingerMs: o.lingerMs ?? 2,
     // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
     maxWeight: topicLimits.sendBudgetBytes,
     weight: (item) => item.bytes,
     async flush(items) {
-      const byTopic: RecordsByTopic = new Map();
-      for (const { topic, records } of items) {
-        const list = byTopic.get(topic) ?? [];
-        for (const r of records) list.push(r);
-        byTopic.set(topic, list);
-      }
-      const probe = items.some((i) => i.probe);
-      gate.check(probe);
-      const end = sendSeconds.startTimer();
+      const hadProbe = items.some((i) => i.probe);
       try {
-        if (o.connect) await withTimeout(o.connect(), 'connecting to Kafka', o.publishTimeoutMs);
-        await withTimeout(o.sendAll(byTopic), 'Kafka send', o.publishTimeoutMs);
-        end({ outcome: 'ok' });
-        gate.sent();
-      } catch (e) {
-        end({ outcome: 'error' });
-        gate.failed(o.brokerAway(e));
-        o.replaceProducer();
-        if (e instanceof BusUnavailableError) throw e;
-        const Refused = o.tooLarge(e) ? RecordsTooLargeError : BusUnavailableError;
-        throw new Refused(`Kafka did not take the records: ${errorSummary(e)}`, { cause: e });
+        const live = items.filter((i) => i.state === 'queued');
+        if (live.length === 0) return;
+        gate.check(live.some((i) => i.probe));
+        for (const i of live) i.state = 'sending';
+        await send(live);
       } finally {
-        gate.flushed(probe);
+        gate.flushed(hadProbe);
       }
     },
   });
+
+  async function send(items: PublishItem[]): Promise<void> {
+    const byTopic: RecordsByTopic = new Map();
+    for (const { topic, records } of items) {
+      const list = byTopic.get(topic) ?? [];
+      for (const r of records) list.push(r);
+      byTopic.set(topic, list);
+    }
+    const end = sendSeconds.startTimer();
+    let done = false;
+    let stalled = false;
+    // setImmediate after the timer: when the event loop itself was held up past stallMs, an answer that arrived
+    // meanwhile is read (poll phase) before the send is taken for stalled.
+    const stallTimer = setTimeout(
+      () =>
+        setImmediate(() => {
+          if (done) return;
+          stalled = true;
+          gate.stall();
+        }),
+      stallMs,
+    );
+    try {
+      if (o.connect) await withTimeout(o.connect(), 'connecting to Kafka', o.publishTimeoutMs);
+      await withTimeout(o.sendAll(byTopic), 'Kafka send', o.publishTimeoutMs);
+      end({ outcome: 'ok' });
+      gate.sent();
+    } catch (e) {
+      end({ outcome: 'error' });
+      // A send that stalled and then failed says the broker does not answer, whatever the client named it.
+      gate.failed(stalled || o.brokerAway(e));
+      o.replaceProducer();
+      if (e instanceof BusUnavailableError) throw e;
+      const Refused = o.tooLarge(e) ? RecordsTooLargeError : BusUnavailableError;
+      throw new Refused(`Kafka did not take the records: ${errorSummary(e)}`, { cause: e });
+    } finally {
+      done = true;
+      clearTimeout(stallTimer);
+    }
+  }
+
+  /** batcher.add(item), or BusUnavailableError once waitMs ran out first (the flush goes on without this caller). */
+  function sendWithin(item: PublishItem): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const t = setTimeout(() => {
+        if (item.state === 'queued') {
+          item.state = 'given-up';
+          refusals.inc({ reason: 'queued' });
+          reject(new PublishRefusedError(`Kafka is not answering: these records waited ${waitMs} ms behind a send in flight and were not sent`));
+        } else {
+          refusals.inc({ reason: 'in_flight' });
+          reject(new BusUnavailableError(`Kafka has not acknowledged the send within ${waitMs} ms; its records may still be written`));
+        }
+      }, waitMs);
+      batcher.add(item).then(
+        () => (clearTimeout(t), resolve()),
+        (e: unknown) => (clearTimeout(t), reject(e)),
+      );
+    });
+  }
+
   return {
     async publish(topic, records) {
       if (records.length === 0) return;
       // In order: a publish too large for one send is several, one after the other.
-      for (const send of splitForSend(records)) {
+      for (const part of splitForSend(records)) {
         const probe = gate.admit();
-        await batcher.add({ topic, ...send, probe });
+        await sendWithin({ topic, ...part, probe, state: 'queued' });
       }
     },
     close: () => batcher.close(),

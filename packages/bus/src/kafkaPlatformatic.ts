@@ -14,7 +14,16 @@ import {
 } from '@platformatic/kafka';
 import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
-import { kafkaBus, keyPartitionMemo, sendUntilAnswered, withTimeout, type KafkaBusBaseOptions, type KafkaAdmin, type RecordsByTopic } from './kafkaCommon.js';
+import {
+  heartbeatIntervalMs,
+  kafkaBus,
+  keyPartitionMemo,
+  sendUntilAnswered,
+  withTimeout,
+  type KafkaBusBaseOptions,
+  type KafkaAdmin,
+  type RecordsByTopic,
+} from './kafkaCommon.js';
 
 export interface PlatformaticKafkaBusOptions extends KafkaBusBaseOptions {
   /**
@@ -282,7 +291,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,
-    producer: { lingerMs: opts.lingerMs, sendAll, brokerAway, tooLarge, replaceProducer },
+    producer: { lingerMs: opts.lingerMs, stallMs: opts.stallMs, sendAll, brokerAway, tooLarge, replaceProducer },
   };
   return kafkaBus(parts, {
     async consume(o) {
@@ -355,7 +364,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       ...(opts.groupInstanceId ? { groupInstanceId: opts.groupInstanceId } : {}),
       sessionTimeout,
       rebalanceTimeout,
-      heartbeatInterval: Math.max(500, Math.floor(sessionTimeout / 3.2)),
+      heartbeatInterval: heartbeatIntervalMs(sessionTimeout),
       retries: 10,
       retryDelay: 500,
       autocommit: false,

@@ -1,5 +1,6 @@
 import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, gauge, type Logger } from '@shopstream/telemetry';
+import { PublishRefusedError } from './kafkaCommon.js';
 import { BusUnavailableError, RecordsTooLargeError, type Bus, type OutgoingRecord } from './port.js';
 
 const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
@@ -40,7 +41,7 @@ interface RelayPace {
   ceiling: number;
   /** Rounds that failed in a row. */
   failures: number;
-  /** While failures > 0: no round before this (Date.now()). */
+  /** No round before this (Date.now()): after a failed round (failures > 0) or a refused one. */
   resumeAt: number;
   /** Since when every round was answered (null: the last one failed). */
   answeringSince: number | null;
@@ -58,6 +59,16 @@ function slowed(pace: RelayPace, topic: string, roundSize: number): void {
   pace.resumeAt = now + Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** (pace.failures - 1));
   slowRounds.inc({ topic });
   roundRows.set({ topic }, pace.rows);
+}
+
+/**
+ * A round the bus refused before sending any of it (PublishRefusedError: Kafka stalled or away): none of its rows
+ * can land, so it is no lost round. Its size and ceiling stay, and the next round waits BACKOFF_MIN_MS, not a
+ * doubling backoff: the publisher already probes the broker and lets a round through within a second of its return.
+ */
+function refused(pace: RelayPace): void {
+  pace.resumeAt = Date.now() + BACKOFF_MIN_MS;
+  pace.answeringSince = null;
 }
 
 function answered(pace: RelayPace, topic: string, batchSize: number): void {
@@ -165,7 +176,8 @@ async function relayRounds(o: RelayOptions, pace: RelayPace): Promise<number> {
     try {
       round = await oneRound(limit);
     } catch (e) {
-      if (e instanceof BusUnavailableError) slowed(pace, o.topic, limit);
+      if (e instanceof PublishRefusedError) refused(pace);
+      else if (e instanceof BusUnavailableError) slowed(pace, o.topic, limit);
       throw e;
     }
     if (round.taken > 0) answered(pace, o.topic, batchSize);
@@ -227,7 +239,7 @@ export function startOutboxRelay(o: RelayOptions & { logger: Logger; intervalMs?
   const backoff = async (): Promise<boolean> => {
     const ms = pace.resumeAt - Date.now();
     if (ms > 0 && !stopped) {
-      log.info({ ms, failures: pace.failures }, 'outbox relay backing off: its last send failed or timed out');
+      if (pace.failures > 0) log.info({ ms, failures: pace.failures }, 'outbox relay backing off: its last send failed or timed out');
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, ms);
         wake = () => (clearTimeout(t), resolve());

@@ -73,6 +73,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       logger,
       lingerMs: env.INGEST_LINGER_MS,
       publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
+      stallMs: env.INGEST_PUBLISH_STALL_MS,
       sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     };
     const bus = kafka
