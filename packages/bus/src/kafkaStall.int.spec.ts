@@ -1,9 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createLogger } from '@shopstream/telemetry';
-import { startLocalKafka, uniquePrefix, waitFor, type KafkaHandle } from '@shopstream/testkit';
+import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
+import { createLogger, registry } from '@shopstream/telemetry';
+import { createTestDatabase, startLocalKafka, testInfra, uniquePrefix, waitFor, type KafkaHandle } from '@shopstream/testkit';
 import { createKafkaBus } from './kafka.js';
 import { PublishRefusedError } from './kafkaCommon.js';
 import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
+import { appendToOutbox, startOutboxRelay } from './outbox.js';
 import { BusUnavailableError } from './port.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -20,13 +22,23 @@ interface Outcome {
 
 // A broker of its own: SIGSTOP on the shared one would stall every other spec file.
 let kafka: KafkaHandle;
+let db: Db;
 beforeAll(async () => {
+  db = connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 3 });
+  await migrate(db);
   kafka = await startLocalKafka({});
 }, 240_000);
 afterAll(async () => {
   if (kafka?.pid) process.kill(kafka.pid, 'SIGCONT');
   await kafka?.stop();
+  await db?.close();
 });
+
+/** A metric's value for one topic label, as the relay counts it. */
+async function metricOf(name: string, topic: string): Promise<number | undefined> {
+  const values = (await registry.getSingleMetric(name)?.get())?.values ?? [];
+  return values.find((v) => v.labels.topic === topic)?.value;
+}
 
 describe.each([
   ['kafkajs', createKafkaBus],
@@ -117,6 +129,70 @@ describe.each([
     } finally {
       process.kill(pid, 'SIGCONT');
       await Promise.allSettled(pending);
+      await bus.close();
+    }
+  }, 240_000);
+});
+
+describe.each([
+  ['kafkajs', createKafkaBus],
+  ['@platformatic/kafka', createPlatformaticKafkaBus],
+] as const)('the outbox relay on %s while the broker stalls', (name, createBus) => {
+  it('takes a refusal before any row was sent for no lost round: its round keeps its size and every row goes out once', async () => {
+    const pid = kafka.pid!;
+    // A long publish timeout: the stalled send stays in flight, so the publisher refuses the relay's rounds
+    // (stalled) for the whole test, never letting one through as a probe.
+    const bus = await createBus({ brokers: kafka.brokers, clientId: `relay-refused-${name}`, replicationFactor: 1, logger, publishTimeoutMs: 60_000 });
+    const topic = `${prefix}relay-refused-${name.replace(/\W/g, '')}`;
+    const other = `${topic}-traffic`;
+    const relay = startOutboxRelay({ db, bus, logger, topic, batchSize: 1_000, intervalMs: 60_000 });
+    const rows = 300;
+    let inFlight: Promise<unknown> | undefined;
+    try {
+      await bus.ensureTopics([
+        { topic, partitions: 3 },
+        { topic: other, partitions: 3 },
+      ]);
+      await bus.publish(other, [{ key: 'warm-up', value: 'warm-up' }]);
+      await db.tx((tx) =>
+        appendToOutbox(
+          tx,
+          Array.from({ length: rows }, (_, i) => ({ topic, key: `shop-${i % 7}`, value: String(i) })),
+        ),
+      );
+      process.kill(pid, 'SIGSTOP');
+      // Another writer's send hangs in flight (as ingest's would) until the broker counts as stalled.
+      inFlight = bus.publish(other, [{ key: 'k', value: 'stuck' }]).catch((e: unknown) => e);
+      await waitFor(
+        () =>
+          bus.publish(other, [{ key: 'k', value: 'probe' }]).then(
+            () => false,
+            (e: unknown) => e instanceof PublishRefusedError && /not answering: a send has been waiting/.test(e.message),
+          ),
+        { timeoutMs: 30_000, intervalMs: 100, message: 'the publisher counts the broker as stalled' },
+      );
+
+      for (let i = 0; i < 3; i++) {
+        await expect(relay.relay()).rejects.toBeInstanceOf(PublishRefusedError);
+      }
+      // Nothing was sent, so nothing can land twice: no failed round, and the next round is still the batch size.
+      expect(await metricOf('shopstream_outbox_failed_rounds_total', topic)).toBeUndefined();
+      expect(await metricOf('shopstream_outbox_round_rows', topic)).not.toBe(1);
+
+      process.kill(pid, 'SIGCONT');
+      await waitFor(
+        async () =>
+          (await relay.relay().catch(() => -1)) >= 0 &&
+          (await queryRow(db, sql`SELECT count(*)::int AS n FROM outbox WHERE topic = ${topic}`, (r) => Number(r.n))) === 0,
+        { timeoutMs: 120_000, intervalMs: 300, message: 'the outbox relayed once the broker answers again' },
+      );
+      const values = (await bus.read(topic)).map((r) => r.value.toString());
+      expect(values.length).toBe(rows);
+      expect(new Set(values).size).toBe(rows);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+      await inFlight;
+      await relay.stop();
       await bus.close();
     }
   }, 240_000);
