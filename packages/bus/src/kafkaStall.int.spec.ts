@@ -103,6 +103,9 @@ describe.each([
         { timeoutMs: 60_000, intervalMs: 200, message: `a publish on ${name} succeeds after SIGCONT` },
       );
 
+      const before = outcomes.filter((o) => o.startedAt < stoppedAt && o.settledAt < stoppedAt);
+      console.info(`${name}: before the stall, slowest publish acknowledged after ${Math.round(Math.max(...before.map((o) => o.settledAt - o.startedAt)))} ms`);
+      expect(before.filter((o) => o.how !== 'ok')).toEqual([]);
       const during = outcomes.filter((o) => o.startedAt >= stoppedAt && o.startedAt < continuedAt);
       const waits = during.map((o) => o.settledAt - o.startedAt);
       const slowest = Math.max(...waits);
