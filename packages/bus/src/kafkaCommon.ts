@@ -24,8 +24,8 @@ export interface KafkaBusBaseOptions {
    */
   sessionTimeoutMs?: number;
   /**
-   * A send in flight longer than this marks the broker stalled: new publishes fail at once until a send succeeds,
-   * and each publish waits at most this plus 800 ms. Default DEFAULT_STALL_MS (1 s).
+   * A send in flight longer than this (plus 250 ms per MiB it carries) marks the broker stalled: new publishes
+   * fail at once until a send succeeds, and each publish waits at most this plus 800 ms. Default 1 s.
    */
   stallMs?: number;
 }
@@ -353,6 +353,12 @@ const DEFAULT_STALL_MS = 1_000;
  * default: ingest's 2 s, less the HTTP round trip), never waiting out publishTimeoutMs.
  */
 const PUBLISH_WAIT_BEYOND_STALL_MS = 800;
+/**
+ * What a send's size adds to its stall bound: a full send (topicLimits.sendBudgetBytes, 4 MiB) took up to 476 ms
+ * (kafkajs) and 206 ms (@platformatic/kafka) on the shared 2-core machine at load 4.4, so a large send of a healthy
+ * broker gets twice that per MiB more before it counts as stalled: 2 s for 4 MiB, 1 s for ingest's few KiB.
+ */
+const STALL_MS_PER_MIB = 250;
 
 /** The records of one micro-batch, by topic, each topic's in publish order. */
 export type RecordsByTopic = Map<string, OutgoingRecord[]>;
@@ -399,15 +405,17 @@ interface PublishItem {
  * carries every record published meanwhile, for every topic: many HTTP requests, one round trip. Flushes never
  * overlap, so one send is in flight per producer (concurrent idempotent sends on one producer fail with
  * OUT_OF_ORDER_SEQUENCE_NUMBER). A publish resolves only once its send was acknowledged. It waits at most
- * min(publishTimeoutMs, stallMs + PUBLISH_WAIT_BEYOND_STALL_MS): then BusUnavailableError, and its records, if
+ * its stall bound + PUBLISH_WAIT_BEYOND_STALL_MS (1.8 s when small): then BusUnavailableError, and its records, if
  * still queued, are left out of the next send (PublishRefusedError), or, if already in flight, may still land.
  * A send that fails or does not finish within publishTimeoutMs replaces the producer. A send in flight longer
- * than stallMs, and a failed one, make new publishes fail at once (createBrokerGate).
+ * than its stall bound (stallMs, plus STALL_MS_PER_MIB), and a failed one, make new publishes fail at once
+ * (createBrokerGate).
  */
 function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
   const gate = createBrokerGate();
   const stallMs = Math.min(o.stallMs ?? DEFAULT_STALL_MS, o.publishTimeoutMs);
-  const waitMs = Math.min(o.publishTimeoutMs, stallMs + PUBLISH_WAIT_BEYOND_STALL_MS);
+  /** How long a send of this many bytes may be in flight before the broker counts as stalled. */
+  const stallBound = (bytes: number) => Math.min(o.publishTimeoutMs, stallMs + Math.round((bytes / 1_048_576) * STALL_MS_PER_MIB));
   const batcher = createMicroBatcher<PublishItem>({
     lingerMs: o.lingerMs ?? 2,
     // Bytes, not records: concurrent publishes merge up to the send budget (a larger one goes alone, see splitForSend).
@@ -434,6 +442,7 @@ function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
       for (const r of records) list.push(r);
       byTopic.set(topic, list);
     }
+    const stallAfterMs = stallBound(items.reduce((sum, i) => sum + i.bytes, 0));
     const end = sendSeconds.startTimer();
     let done = false;
     let stalled = false;
@@ -446,7 +455,7 @@ function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
           stalled = true;
           gate.stall();
         }),
-      stallMs,
+      stallAfterMs,
     );
     try {
       if (o.connect) await withTimeout(o.connect(), 'connecting to Kafka', o.publishTimeoutMs);
@@ -467,8 +476,12 @@ function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
     }
   }
 
-  /** batcher.add(item), or BusUnavailableError once waitMs ran out first (the flush goes on without this caller). */
+  /**
+   * batcher.add(item), or BusUnavailableError once its wait ran out first (the flush goes on without this caller):
+   * its own send's stall bound plus PUBLISH_WAIT_BEYOND_STALL_MS, 1.8 s for a small one.
+   */
   function sendWithin(item: PublishItem): Promise<void> {
+    const waitMs = Math.min(o.publishTimeoutMs, stallBound(item.bytes) + PUBLISH_WAIT_BEYOND_STALL_MS);
     return new Promise<void>((resolve, reject) => {
       const t = setTimeout(() => {
         if (item.state === 'queued') {
