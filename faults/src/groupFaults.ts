@@ -15,7 +15,8 @@ import { missingActivities, whenCaughtUp } from './caughtUp.js';
 import { ownKafka } from './ownKafka.js';
 import { ownPostgres } from './ownPostgres.js';
 import { jsonOrUndefined, serviceEnv, startScenarioService, until, untilReady, type Service } from './services.js';
-import type { Context } from './types.js';
+import type { Context, Row } from './types.js';
+import { sec } from './scenarioFigures.js';
 
 const { AssignerProtocol } = kafkajs;
 
@@ -534,3 +535,17 @@ export const secondsRow = (measure: string, ms: number | undefined, note = ''): 
   value: ms === undefined ? 'never' : Number((ms / 1000).toFixed(1)),
   unit: `${ms === undefined ? '' : 's'}${note ? ` ${note}` : ''}`.trim(),
 });
+
+/** The rows every load of startLoad opens its table with: the rate it held, what it could not send, when ingest kept up. */
+export const loadRows = (load: Load, rate: number, loadS: number, steadyMs: number | undefined): Row[] => [
+  {
+    measure: 'load held',
+    value: `${Math.round(load.sent() / loadS)} events/s for ${Math.round(loadS)} s (asked ${rate}/s, single POSTs over ${PARTITIONS} partitions)`,
+  },
+  { measure: 'not sent (this process at its in-flight cap)', value: load.skipped() },
+  {
+    measure: 'ingest keeping up before the first fault (under a second of requests open)',
+    value: sec(steadyMs),
+    unit: steadyMs === undefined ? '(within 90 s)' : 's after the load started',
+  },
+];

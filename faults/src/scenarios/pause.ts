@@ -5,6 +5,7 @@ import {
   groupLag,
   applyingAgain,
   matcherGroup,
+  loadRows,
   PARTITIONS,
   projectorGroup,
   sleep,
@@ -107,16 +108,7 @@ export const pause: Scenario = {
     const loadS = (endedAt - startedAt) / 1000;
     const overRound = outcome.metricRecords - outcome.activities;
     const rows: Row[] = [
-      {
-        measure: 'load held',
-        value: `${Math.round(load.sent() / loadS)} events/s for ${Math.round(loadS)} s (asked ${rate}/s, single POSTs over ${PARTITIONS} partitions)`,
-      },
-      { measure: 'not sent (this process at its in-flight cap)', value: load.skipped() },
-      {
-        measure: 'ingest keeping up before the first fault (under a second of requests open)',
-        value: sec(steadyMs),
-        unit: steadyMs === undefined ? '(within 90 s)' : 's after the load started',
-      },
+      ...loadRows(load, rate, loadS, steadyMs),
       {
         measure: 'faults',
         value: `SIGSTOP ${frozen.label} ${sec(projectorContAt - projectorStoppedAt)} s; SIGSTOP ingest-api ${sec(ingestContAt - ingestStoppedAt)} s`,

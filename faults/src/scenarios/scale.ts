@@ -3,6 +3,7 @@ import {
   describeGroup,
   endStates,
   memberOf,
+  loadRows,
   PARTITIONS,
   projectorGroup,
   sleep,
@@ -139,16 +140,7 @@ export const scale: Scenario = {
     return {
       versions: p.versions,
       rows: [
-        {
-          measure: 'load held',
-          value: `${Math.round(load.sent() / loadS)} events/s for ${Math.round(loadS)} s (asked ${rate}/s, single POSTs over ${PARTITIONS} partitions)`,
-        },
-        { measure: 'not sent (this process at its in-flight cap)', value: load.skipped() },
-        {
-          measure: 'ingest keeping up before the first fault (under a second of requests open)',
-          value: sec(steadyMs),
-          unit: steadyMs === undefined ? '(within 90 s)' : 's after the load started',
-        },
+        ...loadRows(load, rate, loadS, steadyMs),
         { measure: 'changes', value: changes.map((c) => `${c.what} at ${c.atS} s`).join('; ') },
         { measure: 'events accepted', value: load.accepted.length },
         { measure: 'answers by status', value: byStatus(answersByStatus) },

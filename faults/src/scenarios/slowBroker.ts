@@ -1,5 +1,17 @@
 import { readFileSync } from 'node:fs';
-import { checkOutcome, firstAnswerAfter, applyingAgain, PARTITIONS, sleep, startLoad, startPipeline, statusCounts, thin, secondsRow } from '../groupFaults.js';
+import {
+  checkOutcome,
+  loadRows,
+  firstAnswerAfter,
+  applyingAgain,
+  PARTITIONS,
+  sleep,
+  startLoad,
+  startPipeline,
+  statusCounts,
+  thin,
+  secondsRow,
+} from '../groupFaults.js';
 import type { Context, Figures, Scenario } from '../types.js';
 import { byStatus, noneRow, sec, serverErrorsRow } from '../scenarioFigures.js';
 
@@ -75,16 +87,7 @@ export const slowBroker: Scenario = {
     return {
       versions: p.versions,
       rows: [
-        {
-          measure: 'load held',
-          value: `${Math.round(load.sent() / loadS)} events/s for ${Math.round(loadS)} s (asked ${rate}/s, single POSTs over ${PARTITIONS} partitions)`,
-        },
-        { measure: 'not sent (this process at its in-flight cap)', value: load.skipped() },
-        {
-          measure: 'ingest keeping up before the first fault (under a second of requests open)',
-          value: sec(steadyMs),
-          unit: steadyMs === undefined ? '(within 90 s)' : 's after the load started',
-        },
+        ...loadRows(load, rate, loadS, steadyMs),
         { measure: 'fault', value: `broker SIGSTOPped ${sec(contAt - stoppedAt)} s, then SIGCONT` },
         { measure: 'events accepted', value: load.accepted.length },
         { measure: 'answers by status', value: byStatus(answersByStatus) },

@@ -61,23 +61,6 @@ function walk(root: unknown): Hit | null {
   return null;
 }
 
-/**
- * How deep a JSON value nests past `max` levels, iteratively (a recursive count would overflow on the very
- * input it guards against): true when some object or array sits deeper than `max` containers down.
- */
-export function nestedDeeperThan(value: unknown, max: number): boolean {
-  if (value === null || typeof value !== 'object') return false;
-  const stack: { v: unknown; depth: number }[] = [{ v: value, depth: 1 }];
-  while (stack.length > 0) {
-    const { v, depth } = stack.pop()!;
-    if (depth > max) return true;
-    for (const child of Array.isArray(v) ? v : Object.values(v as object)) {
-      if (child !== null && typeof child === 'object') stack.push({ v: child, depth: depth + 1 });
-    }
-  }
-  return false;
-}
-
 /** For zod's superRefine: an issue at the path of the first text Postgres cannot store (NUL, lone surrogate). */
 export function refineStorable(value: unknown, ctx: { addIssue(issue: { code: 'custom'; path: (string | number)[]; message: string }): void }): void {
   const hit = walk(value);
