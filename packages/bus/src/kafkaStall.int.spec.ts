@@ -18,6 +18,8 @@ interface Outcome {
   startedAt: number;
   settledAt: number;
   how: 'ok' | 'refused' | 'unavailable';
+  /** The BusUnavailableError's message, when refused. */
+  error?: string;
 }
 
 // A broker of its own: SIGSTOP on the shared one would stall every other spec file.
@@ -56,12 +58,12 @@ describe.each([
     const publishOne = () => {
       const value = `v${n++}`;
       const startedAt = performance.now();
-      const settle = (how: Outcome['how']) => void outcomes.push({ value, startedAt, settledAt: performance.now(), how });
+      const settle = (how: Outcome['how'], error?: string) => void outcomes.push({ value, startedAt, settledAt: performance.now(), how, error });
       const p = bus.publish(topic, [{ key: `shop-${n % 5}`, value }]).then(
         () => settle('ok'),
         (e: unknown) => {
           if (!(e instanceof BusUnavailableError)) throw e;
-          settle(e instanceof PublishRefusedError ? 'refused' : 'unavailable');
+          settle(e instanceof PublishRefusedError ? 'refused' : 'unavailable', e.message);
         },
       );
       pending.push(p);
@@ -120,7 +122,9 @@ describe.each([
       // timeout (the old publisher held those of the stall's first seconds for all of it, and one in each cycle
       // of fail fast and probe).
       expect(during.filter((o) => o.how === 'ok' && o.settledAt < continuedAt)).toEqual([]);
-      expect(slowest).toBeLessThan(4_000);
+      // None waited for the publish timeout: each was answered by the stall bound's own, earlier timer (which
+      // fires first however loaded the machine is), not by the send's 5 s one.
+      expect(during.filter((o) => o.error?.includes(`timed out after ${publishTimeoutMs} ms`))).toEqual([]);
       // Most are refused at once: the stall is known after a second, and failing fast lasts until a send succeeds.
       expect(during.filter((o) => o.how === 'refused').length).toBeGreaterThan(during.length / 2);
 
