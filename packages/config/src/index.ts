@@ -50,6 +50,9 @@ export const envSchema = z.object({
     .enum(['true', 'false'])
     .default('false')
     .transform((v) => v === 'true'),
+  // /status and /status.json are open, as /metrics is, unless this is set: then they ask for it (a Bearer
+  // header or ?token=).
+  STATUS_TOKEN: z.string().min(1).optional(),
   // Auth
   BOOTSTRAP_API_KEYS: z.string().optional(),
   API_KEY_CACHE_TTL_MS: int(5_000),

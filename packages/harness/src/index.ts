@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
-import type { BusRecord } from '@shopstream/bus';
+import type { BusRecord, ProjectionDefinition } from '@shopstream/bus';
 import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
 
 export { waitFor };
@@ -43,9 +43,12 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-/** Serves the services' routes on a free port of 127.0.0.1, exactly as a service process would. */
-export async function startTestServer(rt: Runtime, services: StartedService[]): Promise<TestServer> {
-  const { server, stop } = await serve(rt, services, { port: 0, host: '127.0.0.1', name: 'test' });
+/**
+ * Serves the services' routes on a free port of 127.0.0.1, exactly as a service process would; `projections`
+ * are those /status reports.
+ */
+export async function startTestServer(rt: Runtime, services: StartedService[], projections: ProjectionDefinition<unknown>[] = []): Promise<TestServer> {
+  const { server, stop } = await serve(rt, services, { port: 0, host: '127.0.0.1', name: 'test', projections });
   return { baseUrl: `http://127.0.0.1:${server.port}`, stop };
 }
 

@@ -5,6 +5,7 @@ import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
 import { counter, deadConsumers, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
 import { ApiError } from './errors.js';
+import { countIngestAnswer } from './answerRates.js';
 
 declare global {
   // eslint-disable-next-line @typescript-eslint/no-namespace
@@ -85,6 +86,7 @@ export function shedHandler(service: string, logger: Logger, sheds: ((req: Incom
       const labels = { service, method: req.method ?? '', route: a.route, status: String(a.status) };
       requests.inc(labels);
       latency.observe(labels, seconds);
+      countIngestAnswer(a.route, a.status);
       shed.inc({ service, route: a.route, status: labels.status });
       logger.info(
         {
@@ -124,6 +126,7 @@ export function requestContext(service: string, logger: Logger, routes: string[]
       const labels = { service, method: req.method, route, status: String(res.statusCode) };
       requests.inc(labels);
       latency.observe(labels, seconds);
+      countIngestAnswer(route, res.statusCode);
       const level = res.statusCode >= 500 ? 'error' : 'info';
       const own = (req as LoggedRequest)[OWN_LOGGER];
       const ms = Math.round(seconds * 1e4) / 10;
@@ -236,7 +239,7 @@ export function trustProxySetting(value: string | undefined): boolean | number |
 }
 
 /** The process's own endpoints, besides the API's. */
-const OWN_ROUTES = ['/healthz', '/readyz', '/metrics', '/openapi.json', '/asyncapi.json', '/docs/', '/docs/{asset}'];
+const OWN_ROUTES = ['/healthz', '/readyz', '/metrics', '/status', '/status.json', '/openapi.json', '/asyncapi.json', '/docs/', '/docs/{asset}'];
 
 /**
  * Maps a request path to its route template. Taken from the templates, not from express's matched route: a

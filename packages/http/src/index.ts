@@ -17,6 +17,7 @@ export { bearerSecret, refusalAtOnce, requireAuth } from './auth.js';
 export { FailedAuthLimiter } from './authFailures.js';
 export { listen, type RunningServer, type ShedHandler } from './server.js';
 export { HeldAnswers } from './heldAnswers.js';
+export { AnswerRates, ingestAnswers, type AnswerBucket } from './answerRates.js';
 export { validate } from './validate.js';
 export { rateLimit, type RateLimitOptions } from './rateLimit.js';
 export { LeasedRateLimiter, type LeasedRateLimitOptions, type RateDecision } from './leasedRateLimit.js';

@@ -1,4 +1,5 @@
 import { parentPort } from 'node:worker_threads';
+import type { ProjectionDefinition } from '@shopstream/bus';
 import { loadEnv, type Env } from '@shopstream/config';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, trackConsumer, type Logger } from '@shopstream/telemetry';
 import { openRuntime, type Runtime } from './runtime.js';
@@ -10,6 +11,8 @@ export interface ServiceEntry {
   start: ServiceFactory;
   /** Started after the HTTP port listens: joining a group can wait out a dead member's session. */
   consumer?: boolean;
+  /** The projection it runs live: /status and the rebuild gauges of every process list it, whichever services the process runs. */
+  projection?: (env: Env) => ProjectionDefinition<unknown>;
 }
 
 /** The consumers run elsewhere (a worker thread): the process stops them with its own services. */
@@ -142,6 +145,7 @@ async function run(
       host: env.HOST,
       name,
       readiness: consumers.length > 0 ? { consumers: async () => consumersStarted } : {},
+      projections: services.flatMap((s) => (s.projection ? [s.projection(env)] : [])),
     });
     stop = served.stop;
     baseUrl = env.PUBLIC_BASE_URL ?? `http://localhost:${served.server.port}`;

@@ -14,7 +14,7 @@ import {
 import { runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
-import { collectProcessMetrics, createLogger, type Logger } from '@shopstream/telemetry';
+import { collectProcessMetrics, createLogger, gauge, type Logger } from '@shopstream/telemetry';
 
 /** The ports a service is built from: one per process, shared by every service the process runs. */
 export interface Runtime {
@@ -115,6 +115,12 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   }
 }
 
+const finiteRetentionGauge = gauge(
+  'shopstream_topic_finite_retention',
+  'Whether a topic that must keep every record (source, dead letter) is set to delete some (1) or keeps all (0), as read at start.',
+  ['topic'],
+);
+
 export interface FiniteRetention {
   topic: string;
   config: string;
@@ -137,7 +143,9 @@ export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], log
   }
   const found: FiniteRetention[] = [];
   for (const topic of kept) {
-    for (const { name, value } of finiteRetention(configs[topic] ?? {})) {
+    const finite = finiteRetention(configs[topic] ?? {});
+    finiteRetentionGauge.set({ topic }, finite.length > 0 ? 1 : 0);
+    for (const { name, value } of finite) {
       found.push({ topic, config: name, value });
       logger.warn(
         { topic, config: name, value },

@@ -4,7 +4,10 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
 import { buildOpenApi, docsHandler } from './openapi.js';
+import type { ProjectionDefinition } from '@shopstream/bus';
 import type { Runtime } from './runtime.js';
+import { mountStatus } from './status.js';
+import { registerOpsGauges } from './opsGauges.js';
 
 /** What a service module gives the process that runs it. */
 export interface StartedService {
@@ -27,15 +30,23 @@ export interface StartedService {
 export type ServiceFactory = (rt: Runtime) => Promise<StartedService>;
 
 /**
- * Runs services in this process behind one HTTP port: their routes, /healthz, /readyz, /metrics,
- * /openapi.json, /asyncapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
+ * Runs services in this process behind one HTTP port: their routes, /healthz, /readyz, /metrics, /status,
+ * /status.json, /openapi.json, /asyncapi.json and /docs. On SIGTERM or SIGINT: stop taking requests, let each service finish, close ports.
  * Services pushed onto `services` after this returns (consumers started in the background) are stopped too.
  */
 export async function serve(
   rt: Runtime,
   services: StartedService[],
-  opts: { port: number; host: string; name: string; readiness?: Record<string, () => Promise<boolean>> },
+  opts: {
+    port: number;
+    host: string;
+    name: string;
+    readiness?: Record<string, () => Promise<boolean>>;
+    /** Every projection of the deployment, for /status and the rebuild gauges (not only this process's). */
+    projections?: ProjectionDefinition<unknown>[];
+  },
 ) {
+  const projections = opts.projections ?? [];
   const app = createBaseApp({
     service: opts.name,
     logger: rt.logger,
@@ -62,6 +73,11 @@ export async function serve(
     res.json(topicsDoc);
   });
   app.use('/docs', docsHandler());
+  mountStatus(app, rt, opts.name, projections);
+  const removeOpsGauges = registerOpsGauges(rt.db, {
+    topics: [...new Set(projections.flatMap((p) => p.emits(rt.topics).map((e) => e.topic)))],
+    projections: projections.map((p) => p.name),
+  });
   // Routes under the version prefix all need a key and a shop; health and docs above do not.
   rt.apiKeys.failures ??= new FailedAuthLimiter({ burst: rt.env.AUTH_FAILURE_BURST, perMinute: rt.env.AUTH_FAILURES_PER_MINUTE });
   app.use('/v2026-04', requireAuth(rt.apiKeys));
@@ -92,6 +108,7 @@ export async function serve(
     (stopping ??= (async () => {
       rt.logger.info('stopping: draining requests and work in hand');
       await server.close(rt.env.SHUTDOWN_TIMEOUT_MS);
+      removeOpsGauges();
       for (const s of [...services].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));
       await rt.close();
       rt.logger.info('stopped');

@@ -65,10 +65,15 @@ export function setConsumerDeadAfter(ms: number): void {
   deadAfterMs = ms;
 }
 
+/** Every consumer of this process, in every thread. */
+export async function allConsumerStates(): Promise<ConsumerState[]> {
+  const others = await Promise.all(sources.map((s) => s().catch(() => [] as ConsumerState[])));
+  return [...states.values(), ...others.flat()];
+}
+
 /** The consumers of this process (every thread) that have not been running for CONSUMER_DEAD_AFTER_MS or more. */
 export async function deadConsumers(now = Date.now()): Promise<DeadConsumer[]> {
-  const others = await Promise.all(sources.map((s) => s().catch(() => [] as ConsumerState[])));
-  return [...states.values(), ...others.flat()]
+  return (await allConsumerStates())
     .filter((s) => !s.up && now - s.since >= deadAfterMs)
     .map((s) => ({ group: s.group, down_since: new Date(s.since).toISOString() }));
 }

@@ -32,8 +32,37 @@ export function addMetricsSource(source: () => Promise<MetricsJson>): void {
   sources.push(source);
 }
 
+const scrapeHooks = new Set<() => Promise<void>>();
+/** How long /metrics waits for a hook (a database query) before it answers with what it has. */
+const SCRAPE_HOOK_TIMEOUT_MS = 2_000;
+/**
+ * Work run before each exposition: gauges read from the database (the outbox's backlog, rebuilds) are set
+ * there, only when something asks for them. A hook that fails or takes over 2 s leaves its gauges as they
+ * were: /metrics never fails or hangs on the database. Returns the hook's removal.
+ */
+export function onScrape(hook: () => Promise<void>): () => void {
+  scrapeHooks.add(hook);
+  return () => scrapeHooks.delete(hook);
+}
+
+async function runScrapeHooks(): Promise<void> {
+  await Promise.all(
+    [...scrapeHooks].map(
+      (hook) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, SCRAPE_HOOK_TIMEOUT_MS);
+          hook().then(
+            () => (clearTimeout(timer), resolve()),
+            () => (clearTimeout(timer), resolve()),
+          );
+        }),
+    ),
+  );
+}
+
 /** The exposition /metrics serves: this thread's registry, plus every source added, merged. */
 export async function metricsText(): Promise<string> {
+  if (scrapeHooks.size > 0) await runScrapeHooks();
   if (sources.length === 0) return registry.metrics();
   const others = await Promise.all(sources.map((s) => s().catch(() => [] as MetricsJson)));
   return client.AggregatorRegistry.aggregate([await registry.getMetricsAsJSON(), ...others]).metrics();
@@ -78,6 +107,7 @@ export function histogram<L extends string>(
 export {
   trackConsumer,
   consumerStates,
+  allConsumerStates,
   addConsumerStateSource,
   setConsumerDeadAfter,
   deadConsumers,

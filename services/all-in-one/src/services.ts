@@ -1,8 +1,10 @@
+import type { ProjectionDefinition } from '@shopstream/bus';
+import type { Env } from '@shopstream/config';
 import type { ServiceEntry } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { startActivityProjector } from '@shopstream/activity-projector';
-import { startFlowMatcher } from '@shopstream/flow-matcher';
-import { startConversationProjector } from '@shopstream/conversation-projector';
+import { activityProjection, startActivityProjector } from '@shopstream/activity-projector';
+import { flowMatcherProjection, startFlowMatcher } from '@shopstream/flow-matcher';
+import { conversationProjection, startConversationProjector } from '@shopstream/conversation-projector';
 import { startQueryApi } from '@shopstream/query-api';
 
 /**
@@ -13,10 +15,23 @@ import { startQueryApi } from '@shopstream/query-api';
 export const services: ServiceEntry[] = [
   { name: 'ingest-api', start: startIngestApi },
   { name: 'query-api', start: startQueryApi },
-  { name: 'activity-projector', start: startActivityProjector, consumer: true },
-  { name: 'flow-matcher', start: startFlowMatcher, consumer: true },
-  { name: 'conversation-projector', start: startConversationProjector, consumer: true },
+  { name: 'activity-projector', start: startActivityProjector, consumer: true, projection: () => activityProjection as ProjectionDefinition<unknown> },
+  {
+    name: 'flow-matcher',
+    start: startFlowMatcher,
+    consumer: true,
+    projection: (env) => flowMatcherProjection(env.FLOW_REFRESH_MS) as ProjectionDefinition<unknown>,
+  },
+  {
+    name: 'conversation-projector',
+    start: startConversationProjector,
+    consumer: true,
+    projection: () => conversationProjection as ProjectionDefinition<unknown>,
+  },
 ];
+
+/** Every projection, from the services' declarations: what `pnpm cli projections` and /status list. */
+export const projectionDefinitions = (env: Env): ProjectionDefinition<unknown>[] => services.flatMap((s) => (s.projection ? [s.projection(env)] : []));
 
 export const serviceNames = services.map((s) => s.name);
 

@@ -7,17 +7,14 @@ import {
   type ProjectionStatus,
   type RebuildProgress,
 } from '@shopstream/bus';
-import { activityProjection } from '@shopstream/activity-projector';
-import { conversationProjection } from '@shopstream/conversation-projector';
-import { flowMatcherProjection } from '@shopstream/flow-matcher';
+import { projectionDefinitions } from '@shopstream/all-in-one';
 import type { Env } from '@shopstream/config';
 import { parse, table, UsageError, type Command } from '../args.js';
 import { progress } from '../progress.js';
 import { EmbeddedServerRunningError, withRuntime } from '../context.js';
 
-function definitions(env: Env): ProjectionDefinition<unknown>[] {
-  return [activityProjection, flowMatcherProjection(env.FLOW_REFRESH_MS), conversationProjection] as ProjectionDefinition<unknown>[];
-}
+/** The projections, as every process's /status lists them: from the services' declarations. */
+const definitions = (env: Env): ProjectionDefinition<unknown>[] => projectionDefinitions(env);
 
 const num = (n: number) => n.toLocaleString('en-US');
 
