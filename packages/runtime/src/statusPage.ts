@@ -97,12 +97,13 @@ function drawIngest(ingest) {
     svg.append(el("polyline", { points, fill: "none", stroke: COLORS[c] || "#333", "stroke-width": 2, "data-class": c }));
   }
   $("legend").replaceChildren(...Object.keys(series).map((c) => el("span", { style: "--c:" + (COLORS[c] || "#333") }, c)));
-  const lastMinute = ingest.buckets.slice(-Math.max(1, Math.round(60 / ingest.bucketSeconds)));
   const totals = {};
-  for (const b of lastMinute) for (const [s, n] of Object.entries(b.counts)) totals[s] = (totals[s] || 0) + n;
-  const seconds = lastMinute.length * ingest.bucketSeconds;
-  const rows = Object.entries(totals).sort().map(([s, n]) => el("tr", {}, el("td", {}, s), el("td", {}, num(n)), el("td", {}, (n / seconds).toFixed(1) + "/s")));
-  $("ingest").replaceChildren(el("tr", {}, el("th", {}, "status"), el("th", {}, "answers, last minute"), el("th", {}, "per second")), ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 3 }, "no ingest answers in this process in the last minute"))]));
+  for (const b of ingest.buckets) for (const [s, n] of Object.entries(b.counts)) totals[s] = (totals[s] || 0) + n;
+  const minutes = Math.round((ingest.buckets.length * ingest.bucketSeconds) / 60);
+  // The last whole slice: the current one is still filling.
+  const last = ingest.buckets[Math.max(0, ingest.buckets.length - 2)];
+  const rows = Object.entries(totals).sort().map(([s, n]) => el("tr", { "data-status": s }, el("td", {}, s), el("td", {}, num(n)), el("td", {}, ((last.counts[s] || 0) / last.seconds).toFixed(1) + "/s")));
+  $("ingest").replaceChildren(el("tr", {}, el("th", {}, "status"), el("th", {}, "answers, last " + minutes + " minutes"), el("th", {}, "per second, last " + last.seconds + " s")), ...(rows.length ? rows : [el("tr", {}, el("td", { colspan: 3 }, "no ingest answers in this process in the last " + minutes + " minutes"))]));
 }
 function drawConsumers(consumers) {
   const rows = consumers.map((c) => el("tr", {}, el("td", {}, c.group), el("td", {}, el("span", { class: "pill " + (c.up ? "ok" : "bad") }, c.up ? "up" : "down")), el("td", {}, ago(c.since))));
