@@ -7,7 +7,18 @@ import { serviceNames } from '@shopstream/all-in-one';
 // No Docker engine runs here, so the compose file is kept honest by reading it: every service it starts
 // must exist, and every variable it sets must be one the config accepts (a typo would be silently ignored).
 const compose = parse(readFileSync(new URL('../docker-compose.yml', import.meta.url), 'utf8'), { merge: true }) as {
-  services: Record<string, { command?: string[]; environment?: Record<string, string>; build?: string; image?: string; healthcheck?: unknown }>;
+  services: Record<
+    string,
+    {
+      command?: string[];
+      environment?: Record<string, string>;
+      build?: string;
+      image?: string;
+      healthcheck?: unknown;
+      profiles?: string[];
+      volumes?: string[];
+    }
+  >;
 };
 const ours = Object.entries(compose.services).filter(([, s]) => s.build === '.');
 
@@ -39,5 +50,24 @@ describe('docker-compose.yml', () => {
   it('runs a broker that deletes nothing by age unless a topic says so (source topics are kept forever)', () => {
     expect(compose.services.kafka.environment?.KAFKA_LOG_RETENTION_MS).toBe('-1');
     expect(Object.keys(compose.services.kafka.environment ?? {}).filter((k) => /RETENTION_(HOURS|MINUTES)$/.test(k))).toEqual([]);
+  });
+
+  it('runs Prometheus and Grafana only under the monitoring profile, on the files of ops/', () => {
+    const withProfile = Object.entries(compose.services).filter(([, c]) => c.profiles !== undefined);
+    expect(withProfile.map(([name, c]) => [name, c.profiles])).toEqual([
+      ['prometheus', ['monitoring']],
+      ['grafana', ['monitoring']],
+    ]);
+    expect(compose.services.prometheus.volumes).toEqual(['./ops/prometheus:/etc/prometheus:ro']);
+    expect(compose.services.grafana.volumes).toEqual([
+      './ops/grafana/provisioning:/etc/grafana/provisioning:ro',
+      './ops/grafana:/var/lib/grafana/dashboards/shopstream:ro',
+    ]);
+    // Prometheus scrapes every Shopstream service on the port it listens on in its container.
+    const prometheus = parse(readFileSync(new URL('../ops/prometheus/prometheus.yml', import.meta.url), 'utf8'));
+    expect(prometheus.rule_files).toEqual(['alerts.yml']);
+    expect(prometheus.scrape_configs[0].static_configs[0].targets.sort()).toEqual(ours.map(([name]) => `${name}:8080`).sort());
+    const provider = parse(readFileSync(new URL('../ops/grafana/provisioning/dashboards/shopstream.yml', import.meta.url), 'utf8'));
+    expect(provider.providers[0].options.path).toBe('/var/lib/grafana/dashboards/shopstream');
   });
 });

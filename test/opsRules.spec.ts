@@ -20,6 +20,12 @@ it('promtool check rules: ops/prometheus/alerts.yml loads', async () => {
   expect(code).toBe(0);
 }, 300_000);
 
+it("promtool check config: docker-compose's Prometheus configuration, with the rules", async () => {
+  const { code, out } = await promtool(['check', 'config', 'prometheus.yml']);
+  expect(out).toContain('is valid prometheus config file syntax');
+  expect(code).toBe(0);
+}, 300_000);
+
 it('promtool test rules: every rule fires and stays quiet where its tests say', async () => {
   const { code, out } = await promtool(['test', 'rules', 'alerts.test.yml']);
   expect(out).toContain('SUCCESS');
