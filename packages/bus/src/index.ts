@@ -49,3 +49,7 @@ export {
   type RedriveReport,
 } from './deadLetters.js';
 export { recordBytes, splitForSend, type Send } from './sendSize.js';
+// For the adapters' conformance suite (@shopstream/bus-conformance) and any adapter written outside this package.
+export { type KafkaBusBaseOptions } from './kafkaCommon.js';
+export { partitionFor } from './pglog/partitionFor.js';
+export { appendRecords } from './pglog/appendRecords.js';

@@ -4,7 +4,6 @@ import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from '
 
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
-export { contactStore } from './contactStore.js';
 
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
