@@ -39,7 +39,7 @@ const deepImports = {
   message: "Import a package's public exports, not its files.",
 };
 const escapes = {
-  regex: '^(\\.\\./)+(services|packages|bench|faults|test)/',
+  regex: `^(\\.\\./){2,}((services|packages)/)?(${[...services, ...dirs('packages'), 'bench', 'faults', 'test'].join('|')})/`,
   message: 'Import another package by its name (@shopstream/...), never by a relative path into it.',
 };
 const restrict = (...patterns) => ({ 'no-restricted-imports': ['error', { patterns: [deepImports, escapes, ...patterns] }] });
