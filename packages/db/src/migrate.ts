@@ -94,6 +94,7 @@ export async function migrate(db: Db, log: (msg: string) => void = () => {}, dir
     }),
   );
   const applied: string[] = [];
+  let pending = steps;
   // Under the same lock as the migrations: two services starting at once on a new database would otherwise
   // race on CREATE TABLE IF NOT EXISTS, and one fail on pg_type's unique index.
   await db.tx(async (tx) => {
@@ -102,6 +103,7 @@ export async function migrate(db: Db, log: (msg: string) => void = () => {}, dir
     await tx.query(sql`ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text`);
     const rows = (await tx.query(sql`SELECT name, checksum FROM schema_migrations`)) as { name: string; checksum: string | null }[];
     const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
+    pending = steps.filter((s) => !recorded.has(s.name));
     for (const step of steps) {
       if (!recorded.has(step.name)) continue;
       const checksum = recorded.get(step.name);
@@ -116,7 +118,8 @@ export async function migrate(db: Db, log: (msg: string) => void = () => {}, dir
       }
     }
   });
-  for (const step of steps) {
+  // Each pending step checks again under the lock: another process may have applied it since.
+  for (const step of pending) {
     const did = await db.tx(async (tx) => {
       // Several services may start at once against one database: the lock makes them take turns.
       await tx.query(sql`SELECT pg_advisory_xact_lock(74201)`);
