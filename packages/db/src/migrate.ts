@@ -73,7 +73,7 @@ export class MigrationChangedError extends Error {
     readonly files: string[],
   ) {
     super(
-      `migration ${step} was applied to this database and its file${files.length > 1 ? 's have' : ' has'} changed since: ${files.join(', ')}. ` +
+      `migration ${step} was applied to this database and ${files.length > 1 ? `one of its files (${files.join(', ')})` : `its file ${files[0]}`} has changed since. ` +
         'Restore the text that was applied and put the change in a new migration.',
     );
     this.name = 'MigrationChangedError';
