@@ -6,8 +6,60 @@
  * ignored (express 5 handlers excepted: express awaits them). Formatting is Prettier's business (`pnpm format`),
  * not a lint rule.
  */
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
+
+/**
+ * Boundaries (issue 25, item 3). A service imports packages, never a sibling service: only the composers
+ * (all-in-one, cli) put service declarations together. Product code (a package's or a service's non-spec
+ * sources) never imports test support. bench/ and faults/ import what a package exports, never its files. No
+ * source reaches into another package by a relative path. `no-restricted-imports` sees static imports and
+ * `import type`; each file gets one rule value below (ESLint does not merge a rule's options across blocks).
+ */
+const dirs = (d) =>
+  readdirSync(path.join(import.meta.dirname, d), { withFileTypes: true })
+    .filter((e) => e.isDirectory())
+    .map((e) => e.name);
+const composers = ['all-in-one', 'cli'];
+const services = dirs('services');
+const testSupport = ['testkit', 'harness', 'bus-conformance'];
+const pkg = (name) => [`@shopstream/${name}`, `@shopstream/${name}/*`];
+const serviceImports = (except = []) => ({
+  group: services.filter((s) => !except.includes(s)).flatMap(pkg),
+  message: 'A service or package never imports a service: move what is shared into a package (only all-in-one and cli compose services).',
+});
+const testSupportImports = {
+  group: [...testSupport.flatMap(pkg), 'vitest', 'vitest/*'],
+  message: 'Product code never imports test support: keep it in a spec file or a test-support package (testkit, harness, bus-conformance).',
+};
+const deepImports = {
+  group: ['@shopstream/*/src', '@shopstream/*/src/**', '@shopstream/*/dist', '@shopstream/*/dist/**'],
+  message: "Import a package's public exports, not its files.",
+};
+const escapes = {
+  regex: `^(\\.\\./){2,}((services|packages)/)?(${[...services, ...dirs('packages'), 'bench', 'faults', 'test'].join('|')})/`,
+  message: 'Import another package by its name (@shopstream/...), never by a relative path into it.',
+};
+const restrict = (...patterns) => ({ 'no-restricted-imports': ['error', { patterns: [deepImports, escapes, ...patterns] }] });
+const specs = ['**/*.spec.ts'];
+const testSupportFiles = testSupport.map((p) => `packages/${p}/**`);
+const serviceSrc = (names, ext = '.ts') => names.map((s) => `services/${s}/src/**/*${ext}`);
+const leaves = services.filter((s) => !composers.includes(s));
+const boundaries = [
+  { files: serviceSrc(leaves), ignores: specs, rules: restrict(serviceImports(), testSupportImports) },
+  { files: serviceSrc(leaves, '.spec.ts'), rules: restrict(serviceImports()) },
+  { files: serviceSrc(composers), ignores: specs, rules: restrict(serviceImports(leaves), testSupportImports) },
+  { files: serviceSrc(composers, '.spec.ts'), rules: restrict(serviceImports(leaves)) },
+  {
+    files: ['packages/*/src/**/*.ts', 'packages/*/scripts/**/*.ts'],
+    ignores: [...specs, ...testSupportFiles],
+    rules: restrict(serviceImports(), testSupportImports),
+  },
+  { files: ['packages/*/src/**/*.spec.ts', ...testSupportFiles], rules: restrict(serviceImports()) },
+  { files: ['bench/**/*.ts', 'faults/**/*.ts'], rules: restrict() },
+];
 
 export default tseslint.config(
   {
@@ -57,4 +109,5 @@ export default tseslint.config(
     ignores: ['**/*.spec.ts', 'packages/testkit/**', 'packages/harness/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'warn' },
   },
+  ...boundaries,
 );

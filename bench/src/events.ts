@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { v5 as uuidv5 } from 'uuid';
 import type { EventInput, EventRecord } from '@shopstream/contracts';
-import { activityId, activityKey, buildRecord } from '@shopstream/ingest-api';
+import { activityId, activityKey, buildRecord } from '@shopstream/records';
 
 /**
  * Realistic event traffic: a shop's storefront and back office. About half of the events carry a contact

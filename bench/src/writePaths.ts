@@ -8,13 +8,57 @@
  */
 import { randomUUID } from 'node:crypto';
 import { copyRows, sql, type Db, type Queryable } from '@shopstream/db';
-import type { EventRecord } from '@shopstream/contracts';
-import { ACTIVITY_COLUMNS, TIMELINE_COLUMNS, activityRow, metricEventOf, metricRecord } from '@shopstream/activity-projector';
+import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 import { eventMaker, eventRecordOf } from './events.js';
 
 export const BASELINE_BATCH = 1_000;
 
 type WritePath = 'insert' | 'copy';
+
+// The projector's rows as services/activity-projector/src/projectActivities.ts writes them, restated: bench uses
+// services' public exports only, and the projector exports no row layout (its tables are its own).
+const ACTIVITY_COLUMNS = [
+  'shop_id',
+  'id',
+  'name',
+  'description',
+  'event_time',
+  'recorded_at',
+  'metric',
+  'contact_id',
+  'contact',
+  'remote_id',
+  'remote_platform',
+];
+const TIMELINE_COLUMNS = ['shop_id', 'contact_id', 'activity_id', 'event_time'];
+const activityRow = (e: EventRecord) => [
+  e.shop_id,
+  e.activity_id,
+  e.name,
+  e.description,
+  e.event_time,
+  e.received_at,
+  JSON.stringify(e.metric),
+  e.contact?.id ?? null,
+  e.contact ? JSON.stringify(e.contact) : null,
+  e.remote_id,
+  e.remote_platform,
+];
+/** The metric event a new activity emits, as the projector derives it from its record. */
+const metricEventOf = (e: EventRecord): MetricEvent => ({
+  id: e.activity_id,
+  shop_id: e.shop_id,
+  activity_id: e.activity_id,
+  ...e.metric,
+  name: e.name,
+  description: e.description,
+  event_time: e.event_time,
+  recorded_at: e.received_at,
+  contact: e.contact,
+  remote_id: e.remote_id,
+  remote_platform: e.remote_platform,
+});
+const metricRecord = (m: MetricEvent, topic: string) => ({ topic, ...metricsTopic.record(m) });
 
 /** The projector's three tables' rows for one batch of events, bare. */
 async function bareWrite(tx: Queryable, how: WritePath, events: EventRecord[]): Promise<void> {

@@ -1,6 +1,15 @@
 export * from './port.js';
 export { createKafkaBus, type KafkaBusOptions, type MemberIdStore } from './kafka.js';
-export { createPlatformaticKafkaBus, type PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
+export type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
+import type { Bus } from './port.js';
+import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
+/**
+ * createPlatformaticKafkaBus, loaded on first call: @platformatic/kafka takes 0.5 to 2 s to import, which every
+ * process on the default kafkajs client (and every CLI command) would otherwise pay.
+ */
+export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
+  return (await import('./kafkaPlatformatic.js')).createPlatformaticKafkaBus(opts);
+}
 export {
   createPgLogBus,
   type PgLogBusOptions,
@@ -49,3 +58,7 @@ export {
   type RedriveReport,
 } from './deadLetters.js';
 export { recordBytes, splitForSend, type Send } from './sendSize.js';
+// For the adapters' conformance suite (@shopstream/bus-conformance) and any adapter written outside this package.
+export { type KafkaBusBaseOptions } from './kafkaCommon.js';
+export { partitionFor } from './pglog/partitionFor.js';
+export { appendRecords } from './pglog/appendRecords.js';

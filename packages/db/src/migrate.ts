@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -56,25 +57,76 @@ export async function migrationSteps(dir = migrationsDir): Promise<MigrationStep
     .map((s) => ({ ...s, parts: s.parts.sort((a, b) => order(a.owner) - order(b.owner)) }));
 }
 
-/** Applies every migration step not yet applied, in name order, each in its own transaction (all its parts). */
-export async function migrate(db: Db, log: (msg: string) => void = () => {}): Promise<string[]> {
-  const steps = await migrationSteps();
+/**
+ * A step's checksum: SHA-256 over its parts' own SHA-256s (of the file's text, line endings as LF), sorted. A
+ * part moved unchanged to another owner's folder keeps the step's checksum; an edited byte does not.
+ */
+export function stepChecksum(texts: string[]): string {
+  const parts = texts.map((t) => createHash('sha256').update(t.replace(/\r\n/g, '\n'), 'utf8').digest('hex')).sort();
+  return createHash('sha256').update(parts.join('\n')).digest('hex');
+}
+
+/** A migration step that was applied has changed on disk since: migrate refuses to run. */
+export class MigrationChangedError extends Error {
+  constructor(
+    readonly step: string,
+    readonly files: string[],
+  ) {
+    super(
+      `migration ${step} was applied to this database and ${files.length > 1 ? `one of its files (${files.join(', ')})` : `its file ${files[0]}`} has changed since. ` +
+        'Restore the text that was applied and put the change in a new migration.',
+    );
+    this.name = 'MigrationChangedError';
+  }
+}
+
+/**
+ * Applies every migration step not yet applied, in name order, each in its own transaction (all its parts).
+ * First, under the migration lock, checks every applied step against its files' checksum (schema_migrations.
+ * checksum): an edited applied step throws MigrationChangedError and nothing runs; a step applied before
+ * checksums were recorded gets its checksum now, from the files as they are.
+ */
+export async function migrate(db: Db, log: (msg: string) => void = () => {}, dir = migrationsDir): Promise<string[]> {
+  const steps = await Promise.all(
+    (await migrationSteps(dir)).map(async (step) => {
+      const texts = await Promise.all(step.parts.map((p) => readFile(p.file, 'utf8')));
+      return { ...step, texts, checksum: stepChecksum(texts) };
+    }),
+  );
   const applied: string[] = [];
+  let pending = steps;
   // Under the same lock as the migrations: two services starting at once on a new database would otherwise
   // race on CREATE TABLE IF NOT EXISTS, and one fail on pg_type's unique index.
   await db.tx(async (tx) => {
     await tx.query(sql`SELECT pg_advisory_xact_lock(74201)`);
     await tx.query(sql`CREATE TABLE IF NOT EXISTS schema_migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`);
+    await tx.query(sql`ALTER TABLE schema_migrations ADD COLUMN IF NOT EXISTS checksum text`);
+    const rows = (await tx.query(sql`SELECT name, checksum FROM schema_migrations`)) as { name: string; checksum: string | null }[];
+    const recorded = new Map(rows.map((r) => [r.name, r.checksum]));
+    pending = steps.filter((s) => !recorded.has(s.name));
+    for (const step of steps) {
+      if (!recorded.has(step.name)) continue;
+      const checksum = recorded.get(step.name);
+      if (checksum === null) {
+        await tx.query(sql`UPDATE schema_migrations SET checksum = ${step.checksum} WHERE name = ${step.name}`);
+        log(`recorded the checksum of migration ${step.name}, applied before checksums`);
+      } else if (checksum !== step.checksum) {
+        throw new MigrationChangedError(
+          step.name,
+          step.parts.map((p) => p.file),
+        );
+      }
+    }
   });
-  for (const step of steps) {
-    const texts = await Promise.all(step.parts.map((p) => readFile(p.file, 'utf8')));
+  // Each pending step checks again under the lock: another process may have applied it since.
+  for (const step of pending) {
     const did = await db.tx(async (tx) => {
       // Several services may start at once against one database: the lock makes them take turns.
       await tx.query(sql`SELECT pg_advisory_xact_lock(74201)`);
       const done = await tx.query(sql`SELECT 1 FROM schema_migrations WHERE name = ${step.name}`);
       if (done.length > 0) return false;
-      for (const text of texts) await tx.query(sql.__dangerous__rawValue(text));
-      await tx.query(sql`INSERT INTO schema_migrations (name) VALUES (${step.name})`);
+      for (const text of step.texts) await tx.query(sql.__dangerous__rawValue(text));
+      await tx.query(sql`INSERT INTO schema_migrations (name, checksum) VALUES (${step.name}, ${step.checksum})`);
       return true;
     });
     if (did) {

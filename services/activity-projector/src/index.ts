@@ -3,7 +3,6 @@ import type { ServiceFactory } from '@shopstream/runtime';
 import { activityProjection } from './activityProjection.js';
 
 export { activityProjection } from './activityProjection.js';
-export { ACTIVITY_COLUMNS, TIMELINE_COLUMNS, activityRow, projectActivities, metricEventOf, metricRecord } from './projectActivities.js';
 
 /** activity-projector: runs `activityProjection` live. */
 export const startActivityProjector: ServiceFactory = async (rt) => {

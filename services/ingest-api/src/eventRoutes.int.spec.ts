@@ -8,7 +8,7 @@ import { eventRecordSchema } from '@shopstream/contracts';
 import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { eventRecordOf } from '@shopstream/testkit';
-import { activityId, activityKey } from './activityId.js';
+import { activityId, activityKey } from '@shopstream/records';
 import { startIngestApi } from './index.js';
 
 let rt: Runtime;

@@ -2,10 +2,6 @@ import type { ServiceFactory } from '@shopstream/runtime';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
-export { activityId, activityKey } from './activityId.js';
-export { buildRecord } from './recordEvents.js';
-export { contactStore } from './contactStore.js';
-
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
  * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { queryRow, queryRows, sql, type Queryable } from '@shopstream/db';
-import { contactStore } from '@shopstream/ingest-api';
+import { contactStore } from '@shopstream/contacts';
 import type { Activity } from '@shopstream/contracts';
 import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
 

@@ -4,8 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '@shopstream/telemetry';
 import { testInfra } from '@shopstream/testkit';
-import { kafkaAdapterSuite } from './conformance/kafkaAdapterSuite.js';
-import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
+import { kafkaAdapterSuite } from './kafkaAdapterSuite.js';
+import { createPlatformaticKafkaBus } from '@shopstream/bus';
 
 kafkaAdapterSuite('Kafka (@platformatic/kafka)', createPlatformaticKafkaBus);
 
@@ -31,7 +31,7 @@ describe('Kafka (@platformatic/kafka) adapter: static membership', () => {
       await bus.ensureTopics([{ topic, partitions: 2 }]);
       const child = spawn(
         process.execPath,
-        ['--conditions=@shopstream/source', '--import', 'tsx', fileURLToPath(new URL('./conformance/staticMemberChild.ts', import.meta.url))],
+        ['--conditions=@shopstream/source', '--import', 'tsx', fileURLToPath(new URL('./staticMemberChild.ts', import.meta.url))],
         {
           env: {
             ...process.env,

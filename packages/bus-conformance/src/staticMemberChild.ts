@@ -1,7 +1,7 @@
 // A consumer process for kafkaPlatformatic.int.spec.ts: joins GROUP with GROUP_INSTANCE_ID, prints each record's
 // value on a line of its own, and runs until it is killed (the spec kills it with SIGKILL: it never leaves).
 import { createLogger } from '@shopstream/telemetry';
-import { createPlatformaticKafkaBus } from '../kafkaPlatformatic.js';
+import { createPlatformaticKafkaBus } from '@shopstream/bus';
 
 const env = (name: string) =>
   process.env[name] ??

@@ -4,8 +4,7 @@ import { ConfigResourceTypes, ConfigSource, Kafka, logLevel } from 'kafkajs';
 import { createLogger } from '@shopstream/telemetry';
 import { testInfra, uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './busConformance.js';
-import { BusUnavailableError, RecordsTooLargeError, type Bus } from '../port.js';
-import type { KafkaBusBaseOptions } from '../kafkaCommon.js';
+import { BusUnavailableError, RecordsTooLargeError, type Bus, type KafkaBusBaseOptions } from '@shopstream/bus';
 
 /** A Kafka adapter's factory (createKafkaBus, createPlatformaticKafkaBus). */
 export type KafkaBusFactory = (o: KafkaBusBaseOptions) => Promise<Bus>;

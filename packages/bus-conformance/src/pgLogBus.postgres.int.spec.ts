@@ -1,4 +1,4 @@
 import { createTestDatabase, testInfra } from '@shopstream/testkit';
-import { pgLogOnServerConformance } from './conformance/pgLogOnServer.js';
+import { pgLogOnServerConformance } from './pgLogOnServer.js';
 
 pgLogOnServerConformance('Postgres log on a PostgreSQL server', () => createTestDatabase(testInfra().databaseUrl));

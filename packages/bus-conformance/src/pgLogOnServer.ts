@@ -3,8 +3,7 @@ import { queryRow, connectPostgres, migrate, sql, type Db } from '@shopstream/db
 import { createLogger } from '@shopstream/telemetry';
 import { uniquePrefix } from '@shopstream/testkit';
 import { busConformance } from './busConformance.js';
-import { createPgLogBus } from '../pglog/pgLogBus.js';
-import { appendRecords } from '../pglog/appendRecords.js';
+import { appendRecords, createPgLogBus } from '@shopstream/bus';
 
 /**
  * The conformance suite for the Postgres log on a PostgreSQL server: `open` gives the URL of a migrated-to-be

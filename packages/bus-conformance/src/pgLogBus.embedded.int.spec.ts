@@ -2,7 +2,7 @@ import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
-import { pgLogOnServerConformance } from './conformance/pgLogOnServer.js';
+import { pgLogOnServerConformance } from './pgLogOnServer.js';
 
 // The embedded mode's engine: PostgreSQL from the npm registry's binaries, started in a DATA_DIR of its own.
 let dir: string;

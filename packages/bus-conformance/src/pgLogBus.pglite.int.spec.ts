@@ -2,9 +2,8 @@ import { beforeAll, afterAll } from 'vitest';
 import { formatQuery, migrate, openPglite, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { uniquePrefix } from '@shopstream/testkit';
-import { busConformance } from './conformance/busConformance.js';
-import { createPgLogBus } from './pglog/pgLogBus.js';
-import { appendRecords } from './pglog/appendRecords.js';
+import { busConformance } from './busConformance.js';
+import { appendRecords, createPgLogBus } from '@shopstream/bus';
 
 const logger = createLogger('bus-conformance', process.env.TEST_LOG_LEVEL ?? 'silent');
 const prefix = uniquePrefix();

@@ -1,8 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { waitFor as poll } from '@shopstream/testkit';
-import { BusUnavailableError, type Batch, type Bus, type BusFeatures, type BusRecord, type OutgoingRecord, type Subscription } from '../port.js';
-import { partitionFor } from '../pglog/partitionFor.js';
+import {
+  BusUnavailableError,
+  partitionFor,
+  type Batch,
+  type Bus,
+  type BusFeatures,
+  type BusRecord,
+  type OutgoingRecord,
+  type Subscription,
+} from '@shopstream/bus';
 
 /**
  * What an adapter declares, so the suite runs the cases that apply (Watermill `pubsub/tests` style).

@@ -1,8 +1,8 @@
 import { sql, type SQLQuery } from '@shopstream/db';
 
 /**
- * What other packages may ask of ingest-api's contacts table (migrations/ingest-api/). Ingest writes it
- * (resolveContacts.ts); a reader composes these conditions into its own statement, so the table's shape stays
+ * What other services may ask of ingest-api's contacts table (migrations/ingest-api/). Ingest writes it
+ * (services/ingest-api/src/resolveContacts.ts); a reader composes these conditions into its own statement, so the table's shape stays
  * ingest's to change.
  */
 export const contactStore = {

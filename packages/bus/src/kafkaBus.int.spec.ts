@@ -1,4 +1,0 @@
-import { kafkaAdapterSuite } from './conformance/kafkaAdapterSuite.js';
-import { createKafkaBus } from './kafka.js';
-
-kafkaAdapterSuite('Kafka', createKafkaBus);

@@ -1,0 +1,1 @@
+export { contactStore } from './contactStore.js';

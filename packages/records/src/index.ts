@@ -1,0 +1,2 @@
+export { activityId, activityKey } from './activityId.js';
+export { buildRecord } from './eventRecord.js';
