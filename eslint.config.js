@@ -50,8 +50,11 @@ const leaves = services.filter((s) => !composers.includes(s));
 const boundaries = [
   { files: serviceSrc(leaves), ignores: specs, rules: restrict(serviceImports(), testSupportImports) },
   { files: serviceSrc(leaves, '.spec.ts'), rules: restrict(serviceImports()) },
-  { files: serviceSrc(composers), ignores: specs, rules: restrict(serviceImports(leaves), testSupportImports) },
-  { files: serviceSrc(composers, '.spec.ts'), rules: restrict(serviceImports(leaves)) },
+  // The CLI takes the list of services (and so its projections) from the all-in-one's declaration; never the reverse.
+  { files: serviceSrc(['all-in-one']), ignores: specs, rules: restrict(serviceImports(leaves), testSupportImports) },
+  { files: serviceSrc(['all-in-one'], '.spec.ts'), rules: restrict(serviceImports(leaves)) },
+  { files: serviceSrc(['cli']), ignores: specs, rules: restrict(serviceImports([...leaves, 'all-in-one']), testSupportImports) },
+  { files: serviceSrc(['cli'], '.spec.ts'), rules: restrict(serviceImports([...leaves, 'all-in-one'])) },
   {
     files: ['packages/*/src/**/*.ts', 'packages/*/scripts/**/*.ts'],
     ignores: [...specs, ...testSupportFiles],
