@@ -1,9 +1,10 @@
 import type { ServiceFactory } from '@shopstream/runtime';
+import { BodyPool } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
 export { activityId, activityKey } from './activityId.js';
-export { buildRecord } from './recordEvents.js';
+export { buildRecord } from './eventRecord.js';
 export { contactStore } from './contactStore.js';
 
 /**
@@ -13,7 +14,11 @@ export { contactStore } from './contactStore.js';
 export const startIngestApi: ServiceFactory = async (rt) => {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const { router, openapi } = eventRoutes(rt, contacts, limiter);
+  const bodies =
+    rt.env.INGEST_BODY_WORKERS > 0
+      ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, maxHeapMb: rt.env.INGEST_BODY_WORKER_HEAP_MB, logger: rt.logger })
+      : undefined;
+  const { router, openapi } = eventRoutes(rt, contacts, limiter, bodies);
   return {
     name: 'ingest-api',
     router,
@@ -22,6 +27,7 @@ export const startIngestApi: ServiceFactory = async (rt) => {
     async stop() {
       await contacts.close();
       await limiter.close();
+      await bodies?.close();
     },
   };
 };

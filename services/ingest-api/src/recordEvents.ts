@@ -1,10 +1,12 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
-import { eventsTopic, type Contact, type EventAccepted, type EventInput, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
+import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { activityId, activityKey } from './activityId.js';
+import { buildRecord } from './eventRecord.js';
 import { parseEvent, type ParsedEvent } from './parseEvent.js';
+import { recordTail, type PreparedItem } from './prepareBody.js';
 import type { ContactResolver } from './contactResolver.js';
 import type { ContactQuery } from './resolveContacts.js';
 
@@ -34,6 +36,11 @@ const eventsCounter = counter(
   ['endpoint', 'outcome'],
 );
 
+/** An item once validated: its field errors, or its activity id, the contact to resolve and its record given the contact. */
+type Checked =
+  | { ok: false; fields: Record<string, string> }
+  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null) => OutgoingRecord };
+
 /**
  * Records events: validates each one alone, resolves the contacts of the valid ones (one batch for the
  * whole list; no database work when none carries a contact), writes one `events` record per distinct
@@ -47,38 +54,75 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
     parsed.push(parseEvent(item));
     await slice();
   }
-  const valid: { index: number; event: EventInput }[] = [];
-  parsed.forEach((p, index) => {
-    if (p.ok) valid.push({ index, event: p.event });
+  const receivedAt = req.receivedAt.toISOString();
+  const checked = parsed.map((p): Checked => {
+    if (!p.ok) return p;
+    const { event } = p;
+    const key = activityKey(event);
+    const id = activityId(req.shopId, key);
+    return {
+      ok: true,
+      id,
+      contact: event.contact as ContactQuery | undefined,
+      record: (contact) => eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })),
+    };
+  });
+  return recordChecked(ports, req, checked, slice);
+}
+
+/**
+ * Records the events of a body prepared off the event loop (prepareBody.ts), as recordEvents does: each record's
+ * JSON up to its contact came from the worker; the contact, resolved here, and the request id are appended.
+ */
+export async function recordPrepared(ports: IngestPorts, req: IngestRequest, items: PreparedItem[], heads: ArrayBuffer): Promise<ItemOutcome[]> {
+  const bytes = Buffer.from(heads);
+  const tail = recordTail(req.requestId);
+  // The envelope's headers depend on the shop alone (content-type, schema, shop_id), as eventsTopic.record's.
+  const headers = eventsTopic.recordHeaders({ shop_id: req.shopId } as EventRecord);
+  const checked = items.map((p): Checked => {
+    if (!p.ok) return p;
+    const head = bytes.subarray(p.at, p.at + p.length);
+    return {
+      ok: true,
+      id: p.id,
+      contact: p.contact,
+      record: (contact) => ({ key: req.shopId, value: Buffer.concat([head, Buffer.from(JSON.stringify(contact) + tail)]), headers }),
+    };
+  });
+  return recordChecked(ports, req, checked, timeSlicer());
+}
+
+async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Checked[], slice: () => Promise<void> | undefined): Promise<ItemOutcome[]> {
+  const valid: { index: number; item: Extract<Checked, { ok: true }> }[] = [];
+  checked.forEach((item, index) => {
+    if (item.ok) valid.push({ index, item });
   });
 
-  const withContact = valid.filter((v) => v.event.contact !== undefined);
+  const withContact = valid.filter((v) => v.item.contact !== undefined);
   const resolved = new Map<number, ResolvedContact>();
   if (withContact.length > 0) {
     const contacts = await ports.contacts.resolve(
       req.shopId,
-      withContact.map((v) => v.event.contact as ContactQuery),
+      withContact.map((v) => v.item.contact!),
     );
     withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
   }
 
-  const receivedAt = req.receivedAt.toISOString();
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
   const records: OutgoingRecord[] = [];
-  for (const { index, event } of valid) {
-    const key = activityKey(event);
-    const id = activityId(req.shopId, key);
+  for (const { index, item } of valid) {
+    const { id } = item;
     const contact = resolved.get(index) ?? null;
     accepted.set(index, contact ? { activity_id: id, contact: responseContact(contact) } : { activity_id: id });
     // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
     if (published.has(id)) continue;
     published.add(id);
-    records.push(eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })));
+    records.push(item.record(contact));
     await slice();
   }
 
-  const invalidCount = items.length - valid.length;
+  const invalidCount = checked.length - valid.length;
   try {
     await ports.bus.publish(ports.eventsTopic, records);
   } catch (e) {
@@ -96,7 +140,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
   if (valid.length > records.length) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'duplicate' }, valid.length - records.length);
   if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
 
-  return parsed.map((p, index): ItemOutcome => {
+  return checked.map((p, index): ItemOutcome => {
     if (!p.ok) return { status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', fields: p.fields } };
     return { status: 'success', event: accepted.get(index)! };
   });
@@ -128,35 +172,4 @@ export function responseContact(c: ResolvedContact): Contact {
     ...(c.phone !== null ? { phone: c.phone } : {}),
     ...(c.remote_id !== null ? { remote_id: c.remote_id } : {}),
   };
-}
-
-/** The `events` record of an accepted event: exactly what ingest-api writes (the bench builds its records with it too). */
-export function buildRecord(
-  e: EventInput,
-  m: { id: string; key: string | null; contact: ResolvedContact | null; shopId: string; requestId: string; receivedAt: string },
-): EventRecord {
-  const record: EventRecord = {
-    activity_id: m.id,
-    shop_id: m.shopId,
-    activity_key: m.key,
-    name: e.name,
-    description: e.description ?? null,
-    event_time: e.event_time ?? m.receivedAt,
-    received_at: m.receivedAt,
-    remote_id: e.remote_id ?? null,
-    remote_platform: e.remote_platform ?? null,
-    metric: {
-      metric_name: e.metric.metric_name,
-      value: e.metric.value ?? null,
-      additional_properties: e.metric.additional_properties ?? {},
-      context_object_id: e.metric.context_object_id ?? null,
-      context_object_type: e.metric.context_object_type ?? null,
-      metric_object_id: e.metric.metric_object_id ?? null,
-      metric_object_type: e.metric.metric_object_type ?? null,
-      deduping_key: e.metric.deduping_key ?? null,
-    },
-    contact: m.contact,
-    request_id: m.requestId,
-  };
-  return record;
 }
