@@ -103,9 +103,8 @@ export const envSchema = z.object({
   INGEST_MAX_LARGE_BODIES: z.coerce.number().int().min(1).default(2),
   INGEST_LARGE_BODY_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
   // Large ingest bodies are parsed, validated and serialised in INGEST_BODY_WORKERS worker threads (0: on the event
-  // loop, as small ones are), each with an old-generation heap of at most INGEST_BODY_WORKER_HEAP_MB.
+  // loop, as small ones are).
   INGEST_BODY_WORKERS: z.coerce.number().int().min(0).default(1),
-  INGEST_BODY_WORKER_HEAP_MB: z.coerce.number().int().min(16).default(512),
 });
 export type Env = z.infer<typeof envSchema>;
 

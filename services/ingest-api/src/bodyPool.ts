@@ -11,14 +11,19 @@ export class BodyWorkerCrashed extends Error {}
 export interface BodyPoolOptions {
   /** Worker threads (INGEST_BODY_WORKERS). */
   size: number;
-  /** Each worker's old-generation heap limit in MB (INGEST_BODY_WORKER_HEAP_MB): a body whose parse outgrows it ends the worker, not the process. */
-  maxHeapMb: number;
   logger: Logger;
+  /** Starts a worker (tests: one that crashes). Default: spawnBodyWorker. */
+  spawn?: () => Worker;
 }
 
 const restarts = counter(
   'shopstream_ingest_body_worker_restarts_total',
-  'Worker threads of the ingest body pool that ended unasked (a crash, out of memory) and were started again; the request each held was answered 503.',
+  'Worker threads of the ingest body pool that ended unasked (a crash) and were started again; the request each held was answered 503.',
+);
+
+const prepared = counter(
+  'shopstream_ingest_body_worker_bodies_total',
+  'Large ingest bodies prepared (parsed, validated, serialised) by a worker thread of the body pool.',
 );
 
 interface Job {
@@ -69,19 +74,22 @@ export class BodyPool {
       }
       const job = this.queue.shift()!;
       slot.job = job;
+      slot.worker.ref();
       // The body's bytes are moved, not copied: the request holds no other reference to them.
       slot.worker.postMessage(job.task, [job.task.bytes.buffer as ArrayBuffer]);
     }
   }
 
   private start(): Slot {
-    const worker = spawn(this.opts.maxHeapMb);
+    const worker = (this.opts.spawn ?? spawnBodyWorker)();
     const slot: Slot = { worker, job: undefined };
     this.slots.push(slot);
-    worker.on('message', (prepared: PreparedBody) => {
+    worker.on('message', (body: PreparedBody) => {
       const job = slot.job;
       slot.job = undefined;
-      job?.resolve(prepared);
+      slot.worker.unref();
+      prepared.inc();
+      job?.resolve(body);
       this.dispatch();
     });
     let ended = false;
@@ -100,7 +108,7 @@ export class BodyPool {
     };
     worker.on('error', (err) => end((err as { code?: string }).code ?? err.message, err));
     worker.on('exit', (code) => end(`exit code ${code}`));
-    // An idle pool does not keep the process alive.
+    // An idle worker does not keep the process alive; one holding a body does (see dispatch).
     worker.unref();
     return slot;
   }
@@ -109,16 +117,17 @@ export class BodyPool {
 /**
  * Built (dist/*.js): the worker's own module. From the sources (tsx, vitest): a worker does not inherit tsx's
  * loader, so a one-line bootstrap registers it, then imports the TypeScript module, with workspace packages
- * resolved to their sources as the process does (as services/all-in-one/src/consumerThread.ts).
+ * resolved to their sources as the process does (as services/all-in-one/src/consumerThread.ts). No heap limit of
+ * its own (resourceLimits): a worker that reached one could take the whole process down as it ended (Node 20's
+ * "Reached heap limit" in the worker's teardown), and a 10 MiB body's parse needs well under the default heap.
  */
-function spawn(maxHeapMb: number): Worker {
-  const resourceLimits = { maxOldGenerationSizeMb: maxHeapMb };
+export function spawnBodyWorker(): Worker {
   const js = new URL('./bodyWorker.js', import.meta.url);
-  if (existsSync(fileURLToPath(js))) return new Worker(js, { resourceLimits });
+  if (existsSync(fileURLToPath(js))) return new Worker(js);
   const ts = new URL('./bodyWorker.ts', import.meta.url).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(ts)}); });`;
   const source = '--conditions=@shopstream/source';
   const execArgv = process.execArgv.includes(source) ? process.execArgv : [...process.execArgv, source];
-  return new Worker(boot, { eval: true, resourceLimits, execArgv });
+  return new Worker(boot, { eval: true, execArgv });
 }

@@ -1,5 +1,6 @@
-import type { ServiceFactory } from '@shopstream/runtime';
-import { BodyPool } from './bodyPool.js';
+import type { Worker } from 'node:worker_threads';
+import type { Runtime, ServiceFactory } from '@shopstream/runtime';
+import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
@@ -11,13 +12,13 @@ export { contactStore } from './contactStore.js';
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
  * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().
  */
-export const startIngestApi: ServiceFactory = async (rt) => {
+export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
+
+/** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
+export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWorker): ReturnType<ServiceFactory> {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const bodies =
-    rt.env.INGEST_BODY_WORKERS > 0
-      ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, maxHeapMb: rt.env.INGEST_BODY_WORKER_HEAP_MB, logger: rt.logger })
-      : undefined;
+  const bodies = rt.env.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
   const { router, openapi } = eventRoutes(rt, contacts, limiter, bodies);
   return {
     name: 'ingest-api',
@@ -30,7 +31,7 @@ export const startIngestApi: ServiceFactory = async (rt) => {
       await bodies?.close();
     },
   };
-};
+}
 
 type Shed = NonNullable<Awaited<ReturnType<ServiceFactory>>['shed']>;
 
