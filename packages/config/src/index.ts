@@ -105,6 +105,10 @@ export const envSchema = z.object({
   // Large ingest bodies are parsed, validated and serialised in INGEST_BODY_WORKERS worker threads (0: on the event
   // loop, as small ones are).
   INGEST_BODY_WORKERS: z.coerce.number().int().min(0).default(1),
+  // Above 0: a request's records weighing more are published in parts of about this many bytes, one after the
+  // other, so a 6 MB bulk's send does not hold the producer and the event loop at once; a 503 part way through may
+  // leave some of its events recorded. 0 (default): one publish, all or nothing.
+  INGEST_SEND_PART_BYTES: z.coerce.number().int().min(0).default(0),
 });
 export type Env = z.infer<typeof envSchema>;
 

@@ -14,6 +14,12 @@ export interface IngestPorts {
   contacts: ContactResolver;
   bus: Bus;
   eventsTopic: string;
+  /**
+   * INGEST_SEND_PART_BYTES: when above 0, a request whose records weigh more is published in parts of about this
+   * many bytes, one after the other (each part one send: the producer's other publishes go between them, and no
+   * single send encodes megabytes on the event loop). 0: one publish, all or nothing.
+   */
+  sendPartBytes?: number;
 }
 
 export interface IngestRequest {
@@ -123,15 +129,22 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
   }
 
   const invalidCount = checked.length - valid.length;
+  const parts = partsOf(records, ports.sendPartBytes ?? 0);
+  let sent = 0;
   try {
-    await ports.bus.publish(ports.eventsTopic, records);
+    for (const part of parts) {
+      await ports.bus.publish(ports.eventsTopic, part);
+      sent++;
+    }
   } catch (e) {
     if (!(e instanceof BusUnavailableError)) throw e;
     eventsCounter.inc({ endpoint: req.endpoint, outcome: 'unavailable' }, valid.length);
     if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
     throw new ApiError(
       'unavailable',
-      'The event log cannot take writes right now; no event of this request was accepted. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).',
+      sent === 0
+        ? 'The event log cannot take writes right now; no event of this request was accepted. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).'
+        : 'The event log stopped taking writes part way through this large request: some of its events may have been recorded. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).',
       {},
       { 'Retry-After': String(RETRY_AFTER_SECONDS) },
     );
@@ -144,6 +157,26 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     if (!p.ok) return { status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', fields: p.fields } };
     return { status: 'success', event: accepted.get(index)! };
   });
+}
+
+/** The records in order, in parts of about `maxBytes` of values each (one part when 0 or when they weigh less). */
+function partsOf(records: OutgoingRecord[], maxBytes: number): OutgoingRecord[][] {
+  if (maxBytes <= 0) return [records];
+  const parts: OutgoingRecord[][] = [];
+  let part: OutgoingRecord[] = [];
+  let bytes = 0;
+  for (const r of records) {
+    const size = typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length;
+    if (part.length > 0 && bytes + size > maxBytes) {
+      parts.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(r);
+    bytes += size;
+  }
+  parts.push(part);
+  return parts;
 }
 
 /** How long the items of one request may hold the event loop before letting other requests run. */
