@@ -132,7 +132,7 @@ function largeBodyBytes(thresholdBytes: number, limit: string): RequestHandler {
   return (req, res, next) => {
     if (!isLarge(req, thresholdBytes) || req.is('application/json') === false) return next();
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1];
-    if (charset !== undefined && !/^utf-?8$/i.test(charset)) return next();
+    if (charset !== undefined && charset.toLowerCase() !== 'utf-8') return next();
     raw(req, res, next);
   };
 }
