@@ -273,7 +273,10 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
       summary: 'Record 1 to 100 events',
       description:
         'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
-        'One result per item, in request order. Body at most 10 MiB; bodies over 1 MiB are handled a few at a time, and one that waits too long for its turn gets 503 with Retry-After. On 503 no item was recorded.' +
+        'One result per item, in request order. Body at most 10 MiB; bodies over 1 MiB are handled a few at a time, and one that waits too long for its turn gets 503 with Retry-After. ' +
+        (rt.env.INGEST_SEND_PART_BYTES > 0
+          ? `On 503 no item was recorded, except for a request whose records weigh more than ${rt.env.INGEST_SEND_PART_BYTES} bytes: it is written in parts, and a 503 part way may leave some of its items recorded.`
+          : 'On 503 no item was recorded.') +
         limitText +
         ' Each event of a bulk request counts; a request over the limit records none of them.',
       tags: ['Events'],
