@@ -22,6 +22,7 @@ import { projector } from './scenarios/projector.js';
 import { e2e } from './scenarios/e2e.js';
 import { exportScenario } from './scenarios/export.js';
 import { embedded } from './scenarios/embedded.js';
+import { largeBodies } from './scenarios/largeBodies.js';
 import { DEFAULT_KAFKA_CLIENTS } from './kafkaClients.js';
 
 type Scenario = (b: Bench) => Promise<ScenarioResult>;
@@ -33,6 +34,7 @@ const scenarios: Record<string, { run: Scenario }> = {
   e2e: { run: e2e },
   export: { run: exportScenario },
   embedded: { run: embedded },
+  'large-bodies': { run: largeBodies },
 };
 
 const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [options]

@@ -105,6 +105,13 @@ export const envSchema = z.object({
     .default(1024 * 1024),
   INGEST_MAX_LARGE_BODIES: z.coerce.number().int().min(1).default(2),
   INGEST_LARGE_BODY_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
+  // Large ingest bodies are parsed, validated and serialised in INGEST_BODY_WORKERS worker threads (0: on the event
+  // loop, as small ones are).
+  INGEST_BODY_WORKERS: z.coerce.number().int().min(0).default(1),
+  // Above 0: a request's records weighing more are published in parts of about this many bytes, one after the
+  // other, so a 6 MB bulk's send does not hold the producer and the event loop at once; a 503 part way through may
+  // leave some of its events recorded. 0 (default): one publish, all or nothing.
+  INGEST_SEND_PART_BYTES: z.coerce.number().int().min(0).default(0),
 });
 export type Env = z.infer<typeof envSchema>;
 

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
@@ -9,7 +10,8 @@ import { createTestShop, json, readTopic, startTestRuntime, startTestServer, wai
 import type { Runtime } from '@shopstream/runtime';
 import { eventRecordOf } from '@shopstream/testkit';
 import { activityId, activityKey } from '@shopstream/records';
-import { startIngestApi } from './index.js';
+import { spawnBodyWorker } from './bodyPool.js';
+import { ingestApi, startIngestApi } from './index.js';
 
 let rt: Runtime;
 let server: TestServer;
@@ -602,5 +604,146 @@ describe('abuse costs the abuser', () => {
       });
     }
     expect((await post('/events/', event(), shop.headers, false, large.baseUrl)).status).toBe(202);
+  });
+});
+
+/** A counter of the process's /metrics (every runtime of this file shares the registry). */
+async function metricValue(name: string): Promise<number> {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+describe('large bodies prepared in the body pool', () => {
+  // The same database and topics as `server` (whose threshold, 1 MiB, keeps these bodies on the event loop):
+  // one shop and one key answer on both, so the two paths' answers and records can be compared.
+  let rtPool: Runtime;
+  let pooled: TestServer;
+  let rtCrash: Runtime;
+  let crashing: TestServer;
+  beforeAll(async () => {
+    const shared = { DATABASE_URL: rt.env.DATABASE_URL, TOPIC_PREFIX: rt.env.TOPIC_PREFIX, INGEST_LARGE_BODY_BYTES: '1000', INGEST_BODY_WORKERS: '1' };
+    // Its records are published in parts of about 1,500 bytes: the answers and records are the same.
+    rtPool = await startTestRuntime({ ...shared, INGEST_LARGE_BODY_WAIT_MS: '600000', INGEST_SEND_PART_BYTES: '1500' }, 'ingest-pool');
+    pooled = await startTestServer(rtPool, [await startIngestApi(rtPool)]);
+    // Its first body worker exits as soon as it is handed a body (as a crash would end it); the next ones are real.
+    rtCrash = await startTestRuntime({ ...shared, INGEST_LARGE_BODY_WAIT_MS: '600000' }, 'ingest-crash');
+    let spawned = 0;
+    const spawn = () =>
+      spawned++ === 0 ? new Worker("require('node:worker_threads').parentPort.once('message', () => process.exit(3));", { eval: true }) : spawnBodyWorker();
+    crashing = await startTestServer(rtCrash, [await ingestApi(rtCrash, spawn)]);
+  });
+  afterAll(async () => {
+    await pooled?.stop();
+    await crashing?.stop();
+  });
+
+  /** An answer with the request id (the header's, and in error bodies) replaced, to compare two requests' answers. */
+  const normal = (a: Answer) => {
+    const id = a.headers.get('x-request-id')!;
+    return { status: a.status, retryAfter: a.headers.get('retry-after'), body: JSON.parse(JSON.stringify(a.body).replaceAll(id, '<request-id>')) };
+  };
+  /** The same raw body to the event-loop path (`server`) and to the pool (`pooled`): both answers, normalised. */
+  async function both(path: string, raw: string, headers: Record<string, string>) {
+    expect(Buffer.byteLength(raw)).toBeGreaterThan(1000);
+    const before = await metricValue('shopstream_ingest_body_worker_bodies_total');
+    const inThread = normal(await post(path, raw, headers, true));
+    const inPool = normal(await post(path, raw, headers, true, pooled.baseUrl));
+    // The pooled request was prepared by a worker (the in-thread one was not: it is under its server's threshold).
+    expect(await metricValue('shopstream_ingest_body_worker_bodies_total')).toBe(before + 1);
+    return { inThread, inPool };
+  }
+
+  const pad = ' '.repeat(1200);
+  const keyed = (over: Record<string, unknown> = {}) =>
+    event({ event_time: '2026-04-01T10:00:00Z', remote_platform: 'shopify', remote_id: `order-${randomUUID()}`, ...over });
+
+  it('a bulk of valid, duplicate and invalid items: the same 200 results as on the event loop, and the same records', async () => {
+    const shop = await createTestShop(rt);
+    const first = keyed({
+      description: 'é'.repeat(300),
+      contact: { email: ' Ada@Example.COM ', phone: '+44 20 7946 0958', name: 'Ada' },
+      metric: { metric_name: 'placed_order', value: 149.9, additional_properties: { cart: { items: [1, 'two', { three: null }], contact: null } } },
+    });
+    const items = [
+      first,
+      keyed({ metric: { metric_name: 'viewed', deduping_key: 'd-1' }, remote_id: undefined, remote_platform: undefined }),
+      { ...first, name: 'again' },
+      keyed({ contact: { phone: '12' } }),
+      keyed({ metric: { metric_name: 'deep', additional_properties: JSON.parse('{"a":'.repeat(17) + '1' + '}'.repeat(17)) } }),
+      { metric: { metric_name: '' }, extra: 1 },
+      keyed({ name: 'nul \u0000 in a name' }),
+      keyed({ metric: { metric_name: 'big', additional_properties: { n: 7 } } }),
+    ];
+    // An integer beyond 2^53, as a client sends it (JSON.stringify cannot write one).
+    const raw = '\uFEFF' + JSON.stringify({ events: items }).replace('"n":7', '"n":12345678901234567890') + pad;
+    const { inThread, inPool } = await both('/events/bulk/', raw, shop.headers);
+    expect(inThread.status).toBe(200);
+    expect(inThread.body.results.map((r: { status: string }) => r.status)).toEqual([
+      'success',
+      'success',
+      'success',
+      'error',
+      'error',
+      'error',
+      'error',
+      'error',
+    ]);
+    expect(inPool).toEqual(inThread);
+    // Each path wrote one record per distinct activity (first and "again" are one): identical but for the request
+    // that wrote it (request_id, received_at).
+    const ids = inThread.body.results.slice(0, 2).map((r: { event: { activity_id: string } }) => r.event.activity_id);
+    const records = await shopRecords(shop.shopId, (rs) => rs.length >= 4);
+    expect(records).toHaveLength(4);
+    const strip = (r: BusRecord) => {
+      const { request_id: _r, received_at: _t, ...rest } = json(r);
+      return { key: r.key, headers: r.headers, value: rest };
+    };
+    for (const id of ids) {
+      const two = records.filter((r) => json(r).activity_id === id);
+      expect(two).toHaveLength(2);
+      expect(strip(two[1])).toEqual(strip(two[0]));
+    }
+  });
+
+  it('the bulk body 400s (not {events: [1..100]}, not JSON) and the single event 202 and 400: the same as on the event loop', async () => {
+    const shop = await createTestShop(rt);
+    const bodies: [string, string][] = [
+      ['/events/bulk/', JSON.stringify({ events: [] }) + pad],
+      ['/events/bulk/', JSON.stringify({ events: 'x', other: 1 }) + pad],
+      ['/events/bulk/', JSON.stringify([event()]) + pad],
+      ['/events/bulk/', JSON.stringify({ events: Array.from({ length: 101 }, () => event()) })],
+      ['/events/bulk/', '{"events": [' + pad],
+      ['/events/', JSON.stringify(keyed({ contact: { email: 'grace@example.com' } })) + pad],
+      ['/events/', JSON.stringify({ name: '', metric: { metric_name: 'x', value: 'NaN' }, contact: {}, event_time: '2026-13-01' }) + pad],
+      ['/events/', '{"name": ' + pad],
+    ];
+    const statuses: number[] = [];
+    for (const [path, raw] of bodies) {
+      const { inThread, inPool } = await both(path, raw, shop.headers);
+      expect(inPool).toEqual(inThread);
+      statuses.push(inThread.status);
+    }
+    expect(statuses).toEqual([400, 400, 400, 400, 400, 202, 400, 400]);
+    // A charset body-parser refuses ("utf8" is not "utf-…") is left to it, on both paths: the same 415.
+    for (const charset of ['utf8', 'utf-16']) {
+      const headers = { ...shop.headers, 'content-type': `application/json; charset=${charset}` };
+      const raw = JSON.stringify({ events: [event()] }) + pad;
+      expect(normal(await post('/events/bulk/', raw, headers, true, pooled.baseUrl))).toEqual(normal(await post('/events/bulk/', raw, headers, true)));
+    }
+  });
+
+  it('a worker that ends while holding a body: that request 503 + Retry-After, the end counted; another worker takes the next large body', async () => {
+    const shop = await createTestShop(rt);
+    const restarts = await metricValue('shopstream_ingest_body_worker_restarts_total');
+    const body = JSON.stringify({ events: [event()] }) + pad;
+    const refused = await post('/events/bulk/', body, shop.headers, true, crashing.baseUrl);
+    expectError(refused, 503, 'unavailable', {});
+    expect(refused.headers.get('retry-after')).toBe('5');
+    expect(await metricValue('shopstream_ingest_body_worker_restarts_total')).toBe(restarts + 1);
+    // Another worker took its place.
+    const next = await post('/events/bulk/', body, shop.headers, true, crashing.baseUrl);
+    expect(next.status).toBe(200);
+    expect(next.body.results[0].status).toBe('success');
   });
 });

@@ -1,4 +1,4 @@
-import type { Request, Response } from 'express';
+import express, { type Request, type RequestHandler, type Response } from 'express';
 import { bulkRequestDocSchema, bulkRequestSchema, bulkResponseSchema, eventAcceptedSchema, eventInputSchema, type BulkResultItem } from '@shopstream/contracts';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
@@ -18,8 +18,10 @@ import {
 } from '@shopstream/http';
 import type { Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
-import { largeBodyGate } from './largeBodies.js';
-import { recordEvents, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
+import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
+import { isLarge, largeBodyGate } from './largeBodies.js';
+import type { PreparedBody } from './prepareBody.js';
+import { recordEvents, recordPrepared, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
 /** Body limits: express counts `mb` as MiB. */
 export const SINGLE_BODY_LIMIT = '1mb';
@@ -119,9 +121,30 @@ export function shedUnknownKeys(rt: Runtime): (req: IncomingMessage, res: Server
   };
 }
 
+/**
+ * Reads a large body (as largeBodyGate counts them) as bytes, for the body pool, rather than parsing it here:
+ * express's JSON parser then finds the body read and passes. Anything it would refuse before reading (not JSON:
+ * 415) or decode otherwise (a charset other than UTF-8) goes on to it untouched; the size limit and the content
+ * encodings (gzip, …) are the same body-parser's, so a 413 or a corrupt gzip body is answered as before.
+ */
+function largeBodyBytes(thresholdBytes: number, limit: string): RequestHandler {
+  const raw = express.raw({ limit, type: () => true });
+  return (req, res, next) => {
+    if (!isLarge(req, thresholdBytes) || req.is('application/json') === false) return next();
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(req.headers['content-type'] ?? '')?.[1];
+    if (charset !== undefined && charset.toLowerCase() !== 'utf-8') return next();
+    raw(req, res, next);
+  };
+}
+
+/** The body's bytes in an ArrayBuffer of their own, which can be moved to a worker (a small Buffer may share the pool's). */
+function ownBytes(b: Buffer): Uint8Array {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength ? b : new Uint8Array(b);
+}
+
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt)) {
-  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events };
+export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt), bodies?: BodyPool) {
+  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, sendPartBytes: rt.env.INGEST_SEND_PART_BYTES };
   // One gate for both endpoints: a single event of unknown length (chunked) takes a turn like a bulk body.
   const gate = largeBodyGate({
     thresholdBytes: rt.env.INGEST_LARGE_BODY_BYTES,
@@ -134,6 +157,35 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
     next();
   };
   const context = (req: Timed, endpoint: 'single' | 'bulk') => ({ shopId: req.shopId, requestId: req.id, receivedAt: req[ARRIVED] ?? new Date(), endpoint });
+  // With a body pool, a large body is read as bytes and prepared in a worker; else parsed here like a small one.
+  const bytesOf = (limit: string): RequestHandler[] => (bodies ? [largeBodyBytes(rt.env.INGEST_LARGE_BODY_BYTES, limit)] : []);
+  /**
+   * A large body prepared in the pool: the same answers as the in-thread path (400 invalid_json, the bulk body's
+   * 400 validation_error); a worker that ended while holding it is a 503 with Retry-After.
+   */
+  const prepare = async (req: Timed, endpoint: 'single' | 'bulk'): Promise<Extract<PreparedBody, { kind: 'items' }>> => {
+    let p: PreparedBody;
+    try {
+      p = await bodies!.run({
+        bytes: ownBytes(req.body as Buffer),
+        endpoint,
+        shopId: req.shopId,
+        requestId: req.id,
+        receivedAt: (req[ARRIVED] ?? new Date()).toISOString(),
+      });
+    } catch (e) {
+      if (!(e instanceof BodyWorkerCrashed)) throw e;
+      throw new ApiError(
+        'unavailable',
+        `The request body could not be handled; no event of this request was recorded. Retry after ${RETRY_AFTER_SECONDS} seconds.`,
+        {},
+        { 'Retry-After': String(RETRY_AFTER_SECONDS) },
+      );
+    }
+    if (p.kind === 'invalid_json') throw new ApiError('invalid_json', 'The body is not valid JSON.');
+    if (p.kind === 'invalid') throw new ApiError('validation_error', p.message, p.fields);
+    return p;
+  };
   // Counted before the body is read: a producer over its limit costs no parsing.
   const chargeOne = async (req: Request, res: Response, next: () => void) => {
     if (await charge(limiter, req, res, 1)) next();
@@ -189,7 +241,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
         `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
         limitText,
       tags: ['Events'],
-      before: [arrived, chargeOne, gate],
+      before: [arrived, chargeOne, gate, ...bytesOf(SINGLE_BODY_LIMIT)],
       // Validated by recordEvents, like each item of a bulk request.
       body: {
         schema: eventInputSchema,
@@ -207,7 +259,9 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
       errors: [400, 401, 403, 413, 415, 429, 503],
       errorHeaders: singleErrorHeaders,
       async handler(req, res) {
-        const [outcome] = await recordEvents(ports, context(req, 'single'), [req.body]);
+        const [outcome] = Buffer.isBuffer(req.body)
+          ? await prepare(req, 'single').then((p) => recordPrepared(ports, context(req, 'single'), p.items, p.heads))
+          : await recordEvents(ports, context(req, 'single'), [req.body]);
         if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
         sendJson(res, 202, outcome.event);
       },
@@ -219,11 +273,14 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
       summary: 'Record 1 to 100 events',
       description:
         'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
-        'One result per item, in request order. Body at most 10 MiB; bodies over 1 MiB are handled a few at a time, and one that waits too long for its turn gets 503 with Retry-After. On 503 no item was recorded.' +
+        'One result per item, in request order. Body at most 10 MiB; bodies over 1 MiB are handled a few at a time, and one that waits too long for its turn gets 503 with Retry-After. ' +
+        (rt.env.INGEST_SEND_PART_BYTES > 0
+          ? `On 503 no item was recorded, except for a request whose records weigh more than ${rt.env.INGEST_SEND_PART_BYTES} bytes: it is written in parts, and a 503 part way may leave some of its items recorded.`
+          : 'On 503 no item was recorded.') +
         limitText +
         ' Each event of a bulk request counts; a request over the limit records none of them.',
       tags: ['Events'],
-      before: [arrived, gate],
+      before: [arrived, gate, ...bytesOf(BULK_BODY_LIMIT)],
       // Documented with its items typed; the handler checks the outer shape (1 to 100 items) and recordEvents each
       // item, so one bad item fails alone.
       body: {
@@ -244,10 +301,17 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: Lea
       errors: [400, 401, 403, 413, 415, 429, 503],
       errorHeaders: bulkErrorHeaders,
       async handler(req, res) {
-        const body = validate(bulkRequestSchema, req.body, 'The request body');
-        // Counted once the body is known to hold 1 to 100 events: each is one token.
-        if (!(await charge(limiter, req, res, body.events.length))) return;
-        const outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
+        let outcomes;
+        if (Buffer.isBuffer(req.body)) {
+          const p = await prepare(req, 'bulk');
+          if (!(await charge(limiter, req, res, p.items.length))) return;
+          outcomes = await recordPrepared(ports, context(req, 'bulk'), p.items, p.heads);
+        } else {
+          const body = validate(bulkRequestSchema, req.body, 'The request body');
+          // Counted once the body is known to hold 1 to 100 events: each is one token.
+          if (!(await charge(limiter, req, res, body.events.length))) return;
+          outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
+        }
         const results: BulkResultItem[] = outcomes.map((o, index) =>
           o.status === 'success'
             ? { index, status: 'success', event: o.event }

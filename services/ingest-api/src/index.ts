@@ -1,4 +1,6 @@
-import type { ServiceFactory } from '@shopstream/runtime';
+import type { Worker } from 'node:worker_threads';
+import type { Runtime, ServiceFactory } from '@shopstream/runtime';
+import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
@@ -6,10 +8,14 @@ import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from '
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
  * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().
  */
-export const startIngestApi: ServiceFactory = async (rt) => {
+export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
+
+/** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
+export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWorker): ReturnType<ServiceFactory> {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const { router, openapi } = eventRoutes(rt, contacts, limiter);
+  const bodies = rt.env.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
+  const { router, openapi } = eventRoutes(rt, contacts, limiter, bodies);
   return {
     name: 'ingest-api',
     router,
@@ -18,9 +24,10 @@ export const startIngestApi: ServiceFactory = async (rt) => {
     async stop() {
       await contacts.close();
       await limiter.close();
+      await bodies?.close();
     },
   };
-};
+}
 
 type Shed = NonNullable<Awaited<ReturnType<ServiceFactory>>['shed']>;
 

@@ -1,6 +1,7 @@
 import type { RequestHandler } from 'express';
 import { ApiError } from '@shopstream/http';
 import { counter } from '@shopstream/telemetry';
+import type { IncomingMessage } from 'node:http';
 
 export interface LargeBodyLimits {
   /** A body over this many bytes, or of unknown length (chunked), is large. */
@@ -20,6 +21,12 @@ const largeBodies = counter(
 /** Seconds a shed large body is told to wait: about the time one large body takes to handle. */
 const RETRY_AFTER_SECONDS = 2;
 
+/** A body over `thresholdBytes`, or of unknown length (chunked). */
+export function isLarge(req: IncomingMessage, thresholdBytes: number): boolean {
+  const length = req.headers['content-length'];
+  return length === undefined || Number(length) > thresholdBytes;
+}
+
 /**
  * At most `max` large bodies read, parsed and handled at a time: parsing and validating a 6 MB bulk body holds
  * the event loop for a long while, and twenty at once held it for seconds, so small requests waited behind them
@@ -36,8 +43,7 @@ export function largeBodyGate(limits: LargeBodyLimits): RequestHandler {
     else running--;
   };
   return (req, res, next) => {
-    const length = req.headers['content-length'];
-    if (length !== undefined && Number(length) <= limits.thresholdBytes) return next();
+    if (!isLarge(req, limits.thresholdBytes)) return next();
     // Released once, when the response is done or the client has gone (`close` follows `finish` and aborts alike).
     const admit = (outcome: 'admitted' | 'waited') => {
       largeBodies.inc({ outcome });

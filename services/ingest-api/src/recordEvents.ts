@@ -1,10 +1,11 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
-import { eventsTopic, type Contact, type EventAccepted, type EventInput, type ResolvedContact } from '@shopstream/contracts';
+import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { activityId, activityKey, buildRecord } from '@shopstream/records';
 import { parseEvent, type ParsedEvent } from './parseEvent.js';
+import { recordTail, type PreparedItem } from './prepareBody.js';
 import type { ContactResolver } from './contactResolver.js';
 import type { ContactQuery } from './resolveContacts.js';
 
@@ -12,6 +13,12 @@ export interface IngestPorts {
   contacts: ContactResolver;
   bus: Bus;
   eventsTopic: string;
+  /**
+   * INGEST_SEND_PART_BYTES: when above 0, a request whose records weigh more is published in parts of about this
+   * many bytes, one after the other (each part one send: the producer's other publishes go between them, and no
+   * single send encodes megabytes on the event loop). 0: one publish, all or nothing.
+   */
+  sendPartBytes?: number;
 }
 
 export interface IngestRequest {
@@ -34,6 +41,11 @@ const eventsCounter = counter(
   ['endpoint', 'outcome'],
 );
 
+/** An item once validated: its field errors, or its activity id, the contact to resolve and its record given the contact. */
+type Checked =
+  | { ok: false; fields: Record<string, string> }
+  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null) => OutgoingRecord };
+
 /**
  * Records events: validates each one alone, resolves the contacts of the valid ones (one batch for the
  * whole list; no database work when none carries a contact), writes one `events` record per distinct
@@ -47,47 +59,91 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
     parsed.push(parseEvent(item));
     await slice();
   }
-  const valid: { index: number; event: EventInput }[] = [];
-  parsed.forEach((p, index) => {
-    if (p.ok) valid.push({ index, event: p.event });
+  const receivedAt = req.receivedAt.toISOString();
+  const checked = parsed.map((p): Checked => {
+    if (!p.ok) return p;
+    const { event } = p;
+    const key = activityKey(event);
+    const id = activityId(req.shopId, key);
+    return {
+      ok: true,
+      id,
+      contact: event.contact as ContactQuery | undefined,
+      record: (contact) => eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })),
+    };
+  });
+  return recordChecked(ports, req, checked, slice);
+}
+
+/**
+ * Records the events of a body prepared off the event loop (prepareBody.ts), as recordEvents does: each record's
+ * JSON up to its contact came from the worker; the contact, resolved here, and the request id are appended.
+ */
+export async function recordPrepared(ports: IngestPorts, req: IngestRequest, items: PreparedItem[], heads: ArrayBuffer): Promise<ItemOutcome[]> {
+  const bytes = Buffer.from(heads);
+  const tail = recordTail(req.requestId);
+  // The envelope's headers depend on the shop alone (content-type, schema, shop_id), as eventsTopic.record's.
+  const headers = eventsTopic.recordHeaders({ shop_id: req.shopId } as EventRecord);
+  const checked = items.map((p): Checked => {
+    if (!p.ok) return p;
+    const head = bytes.subarray(p.at, p.at + p.length);
+    return {
+      ok: true,
+      id: p.id,
+      contact: p.contact,
+      record: (contact) => ({ key: req.shopId, value: Buffer.concat([head, Buffer.from(JSON.stringify(contact) + tail)]), headers }),
+    };
+  });
+  return recordChecked(ports, req, checked, timeSlicer());
+}
+
+async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Checked[], slice: () => Promise<void> | undefined): Promise<ItemOutcome[]> {
+  const valid: { index: number; item: Extract<Checked, { ok: true }> }[] = [];
+  checked.forEach((item, index) => {
+    if (item.ok) valid.push({ index, item });
   });
 
-  const withContact = valid.filter((v) => v.event.contact !== undefined);
+  const withContact = valid.filter((v) => v.item.contact !== undefined);
   const resolved = new Map<number, ResolvedContact>();
   if (withContact.length > 0) {
     const contacts = await ports.contacts.resolve(
       req.shopId,
-      withContact.map((v) => v.event.contact as ContactQuery),
+      withContact.map((v) => v.item.contact!),
     );
     withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
   }
 
-  const receivedAt = req.receivedAt.toISOString();
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
   const records: OutgoingRecord[] = [];
-  for (const { index, event } of valid) {
-    const key = activityKey(event);
-    const id = activityId(req.shopId, key);
+  for (const { index, item } of valid) {
+    const { id } = item;
     const contact = resolved.get(index) ?? null;
     accepted.set(index, contact ? { activity_id: id, contact: responseContact(contact) } : { activity_id: id });
     // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
     if (published.has(id)) continue;
     published.add(id);
-    records.push(eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })));
+    records.push(item.record(contact));
     await slice();
   }
 
-  const invalidCount = items.length - valid.length;
+  const invalidCount = checked.length - valid.length;
+  const parts = partsOf(records, ports.sendPartBytes ?? 0);
+  let sent = 0;
   try {
-    await ports.bus.publish(ports.eventsTopic, records);
+    for (const part of parts) {
+      await ports.bus.publish(ports.eventsTopic, part);
+      sent++;
+    }
   } catch (e) {
     if (!(e instanceof BusUnavailableError)) throw e;
     eventsCounter.inc({ endpoint: req.endpoint, outcome: 'unavailable' }, valid.length);
     if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
     throw new ApiError(
       'unavailable',
-      'The event log cannot take writes right now; no event of this request was accepted. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).',
+      sent === 0
+        ? 'The event log cannot take writes right now; no event of this request was accepted. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).'
+        : 'The event log stopped taking writes part way through this large request: some of its events may have been recorded. Retry after the Retry-After seconds (events with a remote_id or deduping_key are never recorded twice).',
       {},
       { 'Retry-After': String(RETRY_AFTER_SECONDS) },
     );
@@ -96,10 +152,30 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
   if (valid.length > records.length) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'duplicate' }, valid.length - records.length);
   if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
 
-  return parsed.map((p, index): ItemOutcome => {
+  return checked.map((p, index): ItemOutcome => {
     if (!p.ok) return { status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', fields: p.fields } };
     return { status: 'success', event: accepted.get(index)! };
   });
+}
+
+/** The records in order, in parts of about `maxBytes` of values each (one part when 0 or when they weigh less). */
+function partsOf(records: OutgoingRecord[], maxBytes: number): OutgoingRecord[][] {
+  if (maxBytes <= 0) return [records];
+  const parts: OutgoingRecord[][] = [];
+  let part: OutgoingRecord[] = [];
+  let bytes = 0;
+  for (const r of records) {
+    const size = typeof r.value === 'string' ? Buffer.byteLength(r.value) : r.value.length;
+    if (part.length > 0 && bytes + size > maxBytes) {
+      parts.push(part);
+      part = [];
+      bytes = 0;
+    }
+    part.push(r);
+    bytes += size;
+  }
+  parts.push(part);
+  return parts;
 }
 
 /** How long the items of one request may hold the event loop before letting other requests run. */
