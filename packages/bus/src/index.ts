@@ -1,6 +1,7 @@
 export * from './port.js';
 export { createKafkaBus, type KafkaBusOptions, type MemberIdStore } from './kafka.js';
 export { createPlatformaticKafkaBus, type PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
+export { securityFailure, type KafkaSecurity } from './kafkaCommon.js';
 export {
   createPgLogBus,
   type PgLogBusOptions,

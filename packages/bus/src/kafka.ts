@@ -13,6 +13,8 @@ import kafkajs, {
   type Consumer,
   type Admin,
   type IHeaders,
+  type KafkaConfig,
+  type SASLOptions,
   type KafkaMessage,
   type LogEntry,
   type ConfigEntries,
@@ -28,6 +30,7 @@ import {
   sendUntilAnswered,
   type KafkaBusBaseOptions,
   type KafkaAdmin,
+  type KafkaSecurity,
   type RecordsByTopic,
   type TopicSetting,
 } from './kafkaCommon.js';
@@ -204,13 +207,24 @@ function kafkaLogger(logger: Logger) {
     };
 }
 
+/** KafkaSecurity in kafkajs' words: `ssl` true for the system's CAs, else the PEM texts; `sasl` as given. */
+function connectionConfig(security: KafkaSecurity | undefined): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+  const tls = security?.tls;
+  return {
+    ...(tls ? { ssl: Object.keys(tls).length > 0 ? tls : true } : {}),
+    ...(security?.sasl ? { sasl: security.sasl as SASLOptions } : {}),
+  };
+}
+
 /** The Bus port on Kafka. kafkajs stays behind this file: another client would replace this file only. */
 export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   const log = opts.logger.child({ component: 'kafka' });
   const publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+  const connection = connectionConfig(opts.security);
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
+    ...connection,
     logLevel: logLevel.WARN,
     logCreator: kafkaLogger(log),
     connectionTimeout: 3_000,
@@ -306,7 +320,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * an error.
    */
   const servesOffsets = async (topics: string[]): Promise<boolean> => {
-    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, ...connection, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
     try {
       await probe.connect();
       await Promise.all(topics.map((t) => probe.fetchTopicOffsets(t)));
