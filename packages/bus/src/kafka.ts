@@ -320,7 +320,13 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * an error.
    */
   const servesOffsets = async (topics: string[]): Promise<boolean> => {
-    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, ...connection, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+    const probe = new Kafka({
+      clientId: `${opts.clientId}-probe`,
+      brokers: opts.brokers,
+      ...connection,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 0 },
+    }).admin();
     try {
       await probe.connect();
       await Promise.all(topics.map((t) => probe.fetchTopicOffsets(t)));

@@ -22,6 +22,7 @@ export {
   type PostgresSource,
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
+export { startSecureKafka, type SecureKafkaHandle } from './secureKafka.js';
 export { ensurePromtool } from './promtool.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
