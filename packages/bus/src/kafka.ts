@@ -27,6 +27,7 @@ import {
   heartbeatIntervalMs,
   kafkaBus,
   keyPartitionMemo,
+  securityFailure,
   sendUntilAnswered,
   type KafkaBusBaseOptions,
   type KafkaAdmin,
@@ -197,12 +198,25 @@ const settingOf = (e: ConfigEntries): TopicSetting => ({
 // (see replaceProducer), which is what the warning is about. Said once here rather than in every log.
 const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
 
+/**
+ * kafkajs logs a refused password or an untrusted certificate at every connection attempt, three lines each, with
+ * retries: pages of errors for one cause. The first is kept, as a warning in securityFailure's words; the rest go to
+ * debug, and what failed says the cause once more (the start-up attempt's line, the publish's 503, the consumer's restart).
+ */
 function kafkaLogger(logger: Logger) {
+  let securityLogged = false;
   return () =>
     ({ level, log }: LogEntry) => {
       const { message, ...extra } = log;
       const expected = level === logLevel.WARN && message.startsWith(BOUNDED_RETRIES_WARNING);
-      const fn = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN && !expected ? 'warn' : 'debug';
+      let fn: 'error' | 'warn' | 'debug' = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN && !expected ? 'warn' : 'debug';
+      const security = fn === 'error' ? securityFailure({ message: `${message} ${String(extra.error ?? '')}` }) : undefined;
+      if (security) {
+        fn = securityLogged ? 'debug' : 'warn';
+        securityLogged = true;
+        logger[fn]({ kafka: extra }, security);
+        return;
+      }
       logger[fn]({ kafka: extra }, message);
     };
 }

@@ -94,6 +94,10 @@ function errorSummary(e: unknown): string {
 const UNTRUSTED_CERT =
   /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
 
+/** Node's messages for the same (kafkajs logs the message alone). */
+const UNTRUSTED_CERT_MESSAGE =
+  /unable to verify the first certificate|self[- ]signed certificate|unable to get (local )?issuer certificate|certificate has expired|Hostname\/IP does not match/;
+
 /**
  * Why a Kafka client could not connect, in one sentence an operator can act on, when the cause is the
  * connection's security rather than the broker being away: the SASL credentials refused, the broker's
@@ -110,8 +114,8 @@ export function securityFailure(e: unknown): string | undefined {
     if (x.name === 'KafkaJSSASLAuthenticationError' || /SASL|SCRAM|[Aa]uthentication failed|AUTHENTICATION_FAILED|ILLEGAL_SASL_STATE/.test(message)) {
       return `Kafka refused the SASL credentials (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD): ${message}`;
     }
-    if (x.code && UNTRUSTED_CERT.test(x.code)) {
-      return `Kafka's TLS certificate is not trusted (${x.code}: ${message}): set KAFKA_SSL_CA_FILE to the CA that signed it`;
+    if ((x.code && UNTRUSTED_CERT.test(x.code)) || UNTRUSTED_CERT_MESSAGE.test(message)) {
+      return `Kafka's TLS certificate is not trusted (${x.code ? `${x.code}: ` : ''}${message}): set KAFKA_SSL_CA_FILE to the CA that signed it`;
     }
     if (/before secure TLS connection was established|wrong version number|packet length too long|EPROTO/.test(message)) {
       return `the TLS handshake with Kafka failed (${message}): does that listener speak TLS (KAFKA_SSL), or does it need a client certificate (KAFKA_SSL_CERT_FILE)?`;
