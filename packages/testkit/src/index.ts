@@ -24,6 +24,8 @@ export {
 export { testInfra } from './testInfra.js';
 export { startSecureKafka, type SecureKafkaHandle } from './secureKafka.js';
 export { ensurePromtool } from './promtool.js';
+export { ensureKcat, type Kcat } from './kcat.js';
+export { kafkaClasspath } from './kafka.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';

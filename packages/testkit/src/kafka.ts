@@ -215,6 +215,11 @@ export async function kafkaLibs(): Promise<string> {
   return libs;
 }
 
+/** The class path of the Kafka jars testkit runs brokers from (fetched once), for a Java program of a test's own. */
+export async function kafkaClasspath(): Promise<string> {
+  return classpath(await kafkaLibs());
+}
+
 /** An explicit, sorted classpath: the CDS archive is only valid for the exact same classpath. */
 function classpath(libs: string): string {
   return readdirSync(libs)
