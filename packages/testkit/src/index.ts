@@ -16,6 +16,7 @@ export {
   createTestDatabase,
   dropTestDatabase,
   ensurePostgres,
+  startLocalPostgres,
   waitForPostgres,
   type PostgresHandle,
   type PostgresOptions,
@@ -23,6 +24,7 @@ export {
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
 export { startSecureKafka, type SecureKafkaHandle } from './secureKafka.js';
+export { makeTestCertificates, type TestCertificates } from './testCertificates.js';
 export { ensurePromtool } from './promtool.js';
 export { ensureKcat, type Kcat } from './kcat.js';
 export { kafkaClasspath } from './kafka.js';

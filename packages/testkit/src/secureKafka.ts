@@ -2,7 +2,8 @@ import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startLocalKafkaWith } from './kafka.js';
-import { findExecutable, freePort, runCommand } from './proc.js';
+import { freePort } from './proc.js';
+import { makeTestCertificates } from './testCertificates.js';
 
 /** A broker whose clients must speak TLS, show a client certificate and log in with SCRAM-SHA-512 (startSecureKafka). */
 export interface SecureKafkaHandle {
@@ -22,49 +23,6 @@ export interface SecureKafkaHandle {
   stop(): Promise<void>;
 }
 
-async function openssl(args: string[], cwd: string): Promise<void> {
-  const bin = findExecutable('openssl');
-  if (!bin) throw new Error('no openssl on PATH: it makes the certificates of the SASL_SSL test broker');
-  const { code, output } = await runCommand(bin, args, { cwd, timeoutMs: 30_000 });
-  if (code !== 0) throw new Error(`openssl ${args[0]} failed (exit ${code}): ${output.trim()}`);
-}
-
-/** Two CAs (one signs nothing), and the broker's and a client's certificates signed by the first; PEM files in dir. */
-async function makeCerts(dir: string): Promise<void> {
-  const day = ['-days', '2'];
-  await openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', ...day, '-subj', '/CN=shopstream test CA'], dir);
-  await openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'other-ca.key', '-out', 'other-ca.pem', ...day, '-subj', '/CN=another CA'], dir);
-  for (const [name, ext] of [
-    ['broker', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth'],
-    ['client', 'extendedKeyUsage=clientAuth'],
-  ]) {
-    await writeFile(path.join(dir, `${name}.ext`), `${ext}\n`);
-    await openssl(
-      [
-        'req',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        `${name}.key`,
-        '-out',
-        `${name}.csr`,
-        '-subj',
-        `/CN=${name === 'broker' ? 'localhost' : 'shopstream'}`,
-      ],
-      dir,
-    );
-    await openssl(
-      ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, ...day, '-extfile', `${name}.ext`],
-      dir,
-    );
-  }
-  // Kafka's PEM key store: the private key (PKCS#8, unencrypted, so no ssl.key.password) and its certificate.
-  const key = await readFile(path.join(dir, 'broker.key'), 'utf8');
-  const cert = await readFile(path.join(dir, 'broker.pem'), 'utf8');
-  await writeFile(path.join(dir, 'broker-keystore.pem'), `${key.trim()}\n${cert.trim()}\n`);
-}
-
 /**
  * A local Kafka broker (the machine's java, the jars testkit caches) with a SASL_SSL listener: TLS with a
  * certificate signed by a CA made now with openssl, client certificates required (mutual TLS), and SCRAM-SHA-512
@@ -75,7 +33,10 @@ async function makeCerts(dir: string): Promise<void> {
 export async function startSecureKafka(): Promise<SecureKafkaHandle> {
   const dir = await mkdtemp(path.join(tmpdir(), 'shopstream-tls-'));
   try {
-    await makeCerts(dir);
+    const certs = await makeTestCertificates(dir);
+    // Kafka's PEM key store: the private key (PKCS#8, unencrypted, so no ssl.key.password) and its certificate.
+    const keystore = path.join(dir, 'broker-keystore.pem');
+    await writeFile(keystore, `${(await readFile(certs.serverKeyFile, 'utf8')).trim()}\n${(await readFile(certs.serverCertFile, 'utf8')).trim()}\n`);
     const username = 'shopstream';
     const password = `secret-${Math.random().toString(36).slice(2)}`;
     const securePort = await freePort();
@@ -90,19 +51,19 @@ export async function startSecureKafka(): Promise<SecureKafkaHandle> {
         'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config': 'org.apache.kafka.common.security.scram.ScramLoginModule required;',
         'listener.name.sasl_ssl.ssl.client.auth': 'required',
         'ssl.keystore.type': 'PEM',
-        'ssl.keystore.location': path.join(dir, 'broker-keystore.pem'),
+        'ssl.keystore.location': keystore,
         'ssl.truststore.type': 'PEM',
-        'ssl.truststore.location': path.join(dir, 'ca.pem'),
+        'ssl.truststore.location': certs.caFile,
       }),
     });
     const brokers = [`127.0.0.1:${securePort}`];
-    const files = { caFile: path.join(dir, 'ca.pem'), certFile: path.join(dir, 'client.pem'), keyFile: path.join(dir, 'client.key') };
+    const files = { caFile: certs.caFile, certFile: certs.clientCertFile, keyFile: certs.clientKeyFile };
     return {
       brokers,
       username,
       password,
       ...files,
-      otherCaFile: path.join(dir, 'other-ca.pem'),
+      otherCaFile: certs.otherCaFile,
       env: {
         KAFKA_BROKERS: brokers.join(','),
         KAFKA_SSL: 'true',
