@@ -43,12 +43,10 @@ export function postgresTls(databaseUrl: string): PostgresConnection {
       throw new Error(`DATABASE_URL's ${name}=${file} cannot be read: ${e instanceof Error ? e.message : String(e)}`, { cause: e });
     }
   };
+  const [ca, cert, key] = mode === 'disable' ? [] : [read('sslrootcert'), read('sslcert'), read('sslkey')];
   for (const k of TLS_PARAMS) p.delete(k);
   const url = u.toString();
   if (mode === 'disable') return { url, ssl: false };
-  const ca = read('sslrootcert');
-  const cert = read('sslcert');
-  const key = read('sslkey');
   const files: ConnectionOptions = { ...(ca !== undefined ? { ca } : {}), ...(cert !== undefined ? { cert } : {}), ...(key !== undefined ? { key } : {}) };
   const anyHost = { checkServerIdentity: () => undefined };
   switch (mode) {

@@ -38,7 +38,10 @@ export async function makeTestCertificates(dir: string): Promise<TestCertificate
   ]) {
     await writeFile(path.join(dir, `${name}.ext`), `${ext}\n`);
     await openssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${cn}`], dir);
-    await openssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, ...days, '-extfile', `${name}.ext`], dir);
+    await openssl(
+      ['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, ...days, '-extfile', `${name}.ext`],
+      dir,
+    );
   }
   const at = (f: string) => path.join(dir, f);
   return {
