@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKafkaBus, createPlatformaticKafkaBus, type Bus, type BusRecord } from '@shopstream/bus';
-import type { Runtime } from '@shopstream/runtime';
+import { createKafkaBus, createPlatformaticKafkaBus, topicNames, type Bus, type BusRecord } from '@shopstream/bus';
+import { buildAsyncApi, type Runtime } from '@shopstream/runtime';
 import { ensureKcat, kafkaClasspath, testInfra } from '@shopstream/testkit';
 import { startTestRuntime } from '@shopstream/harness';
 
@@ -53,6 +53,13 @@ async function kcatProduce(value: string, extra: string[]): Promise<void> {
 }
 
 describe('the partitioner is a contract: murmur2 of the key bytes', () => {
+  it('the AsyncAPI document says so on every message key, with the librdkafka setting', () => {
+    const doc = buildAsyncApi(topicNames('')) as { components: { messages: Record<string, { bindings: { kafka: { key: { description: string } } } }> } };
+    const keys = Object.values(doc.components.messages).map((m) => m.bindings.kafka.key.description);
+    expect(keys.length).toBeGreaterThan(0);
+    for (const d of keys) expect(d).toMatch(/murmur2 of the key's UTF-8 bytes.*partitioner=murmur2_random/);
+  });
+
   it("kcat -X partitioner=murmur2_random puts each shop's record on the partition both Shopstream producers do; kcat's default does not", async () => {
     const buses: [string, Bus][] = [
       ['kafkajs', await createKafkaBus({ brokers: testInfra().kafkaBrokers, clientId: 'partitioner-kafkajs', replicationFactor: 1, logger: rt.logger })],
