@@ -226,7 +226,9 @@ function connectionConfig(security: KafkaSecurity | undefined): Pick<KafkaConfig
   const tls = security?.tls;
   return {
     ...(tls ? { ssl: Object.keys(tls).length > 0 ? tls : true } : {}),
-    ...(security?.sasl ? { sasl: security.sasl as SASLOptions } : {}),
+    // A copy: kafkajs adds its authenticator, holding the password, to the object it is given (authenticationProvider),
+    // and a caller's object spread into another bus's settings would carry it there, with the old password.
+    ...(security?.sasl ? { sasl: { ...security.sasl } as SASLOptions } : {}),
   };
 }
 
