@@ -129,7 +129,8 @@ describe('a wrong password or an untrusted certificate', () => {
       KAFKA_SASL_PASSWORD: 'wrong-s3cret',
       DATABASE_URL: await createTestDatabase(testInfra().databaseUrl),
       TOPIC_PREFIX: uniquePrefix(),
-      STARTUP_TIMEOUT_MS: '4000',
+      // Long enough for a first attempt to be refused however loaded the machine (one takes about 1.5 s when idle).
+      STARTUP_TIMEOUT_MS: '15000',
       LOG_LEVEL: 'warn',
     });
     const { code } = await exitOf(s.child, { timeoutMs: 90_000, message: 'the service exits' });
@@ -149,7 +150,7 @@ describe('a wrong password or an untrusted certificate', () => {
     const last = lines.at(-1)!;
     expect(last.level).toBe(60);
     expect(last.msg).toMatch(
-      /^could not start: could not reach .*Kafka at 127\.0\.0\.1:\d+ within STARTUP_TIMEOUT_MS=4000 \(Kafka refused the SASL credentials/,
+      /^could not start: could not reach .*Kafka at 127\.0\.0\.1:\d+ within STARTUP_TIMEOUT_MS=15000 \(Kafka refused the SASL credentials/,
     );
   }, 120_000);
 });
