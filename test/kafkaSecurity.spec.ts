@@ -73,7 +73,9 @@ describe('a wrong password or an untrusted certificate', () => {
         replicationFactor: 1,
         logger: rt.logger,
         security: kafkaConnection(envWith({ KAFKA_SASL_PASSWORD: 'not-the-password' })),
-        publishTimeoutMs: 3_000,
+        // No timer of the bus's may answer first, however loaded the machine: only the broker's refusal.
+        publishTimeoutMs: 30_000,
+        stallMs: 30_000,
       });
       // The runtime of a process whose credentials stopped working after it started (rotated): its bus is refused.
       const refused: Runtime = { ...rt, bus };
@@ -87,9 +89,11 @@ describe('a wrong password or an untrusted certificate', () => {
         );
         expect(err).toBeInstanceOf(BusUnavailableError);
         expect((err as Error).message).toMatch(/^Kafka did not take the records: Kafka refused the SASL credentials/);
-        // Refused for its credentials: the next publish is answered at once, not after another attempt.
+        // Refused for its credentials: a publish within the next second is answered at once (or, if the machine held
+        // this line past that second, tries and is refused again), never held.
         const again = await bus.publish(rt.topics.events, [record]).catch((e: unknown) => e);
-        expect((again as Error).name).toBe('PublishRefusedError');
+        expect(again).toBeInstanceOf(BusUnavailableError);
+        expect((again as Error).message).toMatch(/a send failed less than a second ago|Kafka refused the SASL credentials/);
 
         const shop = await createTestShop(rt);
         expect((await fetch(`${server.baseUrl}/readyz`)).status).toBe(503);

@@ -28,7 +28,8 @@ export interface SecureKafkaHandle {
  * certificate signed by a CA made now with openssl, client certificates required (mutual TLS), and SCRAM-SHA-512
  * with one user made when the storage is formatted (`kafka-storage format --add-scram`). A PLAINTEXT listener is
  * there only for the broker itself and its readiness check; clients are given the SASL_SSL one. A second broker
- * beside the shared one: start it once per spec file (about 3 s) and stop it after.
+ * beside the shared one: start it once per spec file (9 s measured on the loaded 2-core machine: openssl, a StorageTool
+ * JVM, the broker JVM) and stop it after.
  */
 export async function startSecureKafka(): Promise<SecureKafkaHandle> {
   const dir = await mkdtemp(path.join(tmpdir(), 'shopstream-tls-'));
