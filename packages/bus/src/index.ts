@@ -10,6 +10,7 @@ import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
   return (await import('./kafkaPlatformatic.js')).createPlatformaticKafkaBus(opts);
 }
+export { securityFailure, type KafkaSecurity } from './kafkaCommon.js';
 export {
   createPgLogBus,
   type PgLogBusOptions,

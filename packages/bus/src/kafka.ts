@@ -13,6 +13,8 @@ import kafkajs, {
   type Consumer,
   type Admin,
   type IHeaders,
+  type KafkaConfig,
+  type SASLOptions,
   type KafkaMessage,
   type LogEntry,
   type ConfigEntries,
@@ -25,9 +27,11 @@ import {
   heartbeatIntervalMs,
   kafkaBus,
   keyPartitionMemo,
+  securityFailure,
   sendUntilAnswered,
   type KafkaBusBaseOptions,
   type KafkaAdmin,
+  type KafkaSecurity,
   type RecordsByTopic,
   type TopicSetting,
 } from './kafkaCommon.js';
@@ -194,23 +198,49 @@ const settingOf = (e: ConfigEntries): TopicSetting => ({
 // (see replaceProducer), which is what the warning is about. Said once here rather than in every log.
 const BOUNDED_RETRIES_WARNING = 'Limiting retries for the idempotent producer';
 
+/**
+ * kafkajs logs a refused password or an untrusted certificate at every connection attempt, three lines each, with
+ * retries: pages of errors for one cause. The first is kept, as a warning in securityFailure's words; the rest go to
+ * debug, and what failed says the cause once more (the start-up attempt's line, the publish's 503, the consumer's restart).
+ */
 function kafkaLogger(logger: Logger) {
+  let securityLogged = false;
   return () =>
     ({ level, log }: LogEntry) => {
       const { message, ...extra } = log;
       const expected = level === logLevel.WARN && message.startsWith(BOUNDED_RETRIES_WARNING);
-      const fn = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN && !expected ? 'warn' : 'debug';
+      let fn: 'error' | 'warn' | 'debug' = level <= logLevel.ERROR ? 'error' : level === logLevel.WARN && !expected ? 'warn' : 'debug';
+      const security = fn === 'error' ? securityFailure({ message: `${message} ${String(extra.error ?? '')}` }) : undefined;
+      if (security) {
+        fn = securityLogged ? 'debug' : 'warn';
+        securityLogged = true;
+        logger[fn]({ kafka: extra }, security);
+        return;
+      }
       logger[fn]({ kafka: extra }, message);
     };
+}
+
+/** KafkaSecurity in kafkajs' words: `ssl` true for the system's CAs, else the PEM texts; `sasl` as given. */
+function connectionConfig(security: KafkaSecurity | undefined): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+  const tls = security?.tls;
+  return {
+    ...(tls ? { ssl: Object.keys(tls).length > 0 ? tls : true } : {}),
+    // A copy: kafkajs adds its authenticator, holding the password, to the object it is given (authenticationProvider),
+    // and a caller's object spread into another bus's settings would carry it there, with the old password.
+    ...(security?.sasl ? { sasl: { ...security.sasl } as SASLOptions } : {}),
+  };
 }
 
 /** The Bus port on Kafka. kafkajs stays behind this file: another client would replace this file only. */
 export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   const log = opts.logger.child({ component: 'kafka' });
   const publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+  const connection = connectionConfig(opts.security);
   const kafka = new Kafka({
     clientId: opts.clientId,
     brokers: opts.brokers,
+    ...connection,
     logLevel: logLevel.WARN,
     logCreator: kafkaLogger(log),
     connectionTimeout: 3_000,
@@ -306,7 +336,13 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * an error.
    */
   const servesOffsets = async (topics: string[]): Promise<boolean> => {
-    const probe = new Kafka({ clientId: `${opts.clientId}-probe`, brokers: opts.brokers, logLevel: logLevel.NOTHING, retry: { retries: 0 } }).admin();
+    const probe = new Kafka({
+      clientId: `${opts.clientId}-probe`,
+      brokers: opts.brokers,
+      ...connection,
+      logLevel: logLevel.NOTHING,
+      retry: { retries: 0 },
+    }).admin();
     try {
       await probe.connect();
       await Promise.all(topics.map((t) => probe.fetchTopicOffsets(t)));

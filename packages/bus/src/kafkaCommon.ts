@@ -6,9 +6,20 @@ import { splitForSend } from './sendSize.js';
 
 /** What both Kafka adapters (kafkajs in kafka.ts, @platformatic/kafka in kafkaPlatformatic.ts) share. */
 
+/**
+ * TLS and SASL of every connection to the brokers, as @shopstream/config's kafkaConnection reads them from
+ * KAFKA_SSL* and KAFKA_SASL_*: `tls` present (even empty: the system's CAs) is TLS; PEM texts, not paths.
+ */
+export interface KafkaSecurity {
+  tls?: { ca?: string; cert?: string; key?: string };
+  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string };
+}
+
 /** What both adapters' factories take (createKafkaBus, createPlatformaticKafkaBus); each adds its own. */
 export interface KafkaBusBaseOptions {
   brokers: string[];
+  /** TLS and SASL; unset: plaintext. */
+  security?: KafkaSecurity;
   clientId: string;
   replicationFactor: number;
   logger: Logger;
@@ -61,6 +72,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * tell ops which partition refused what.
  */
 function errorSummary(e: unknown): string {
+  const security = securityFailure(e);
+  if (security) return security;
   const leaves = new Set<string>();
   const seen = new Set<unknown>();
   const walk = (err: unknown, depth: number) => {
@@ -75,6 +88,45 @@ function errorSummary(e: unknown): string {
   const first = (e as Error)?.message ?? String(e);
   leaves.delete(first);
   return leaves.size === 0 ? first : `${first} (${[...leaves].slice(0, 5).join('; ')})`;
+}
+
+/** Node's codes for a peer certificate that does not verify (tls.connect's errors). */
+const UNTRUSTED_CERT =
+  /^(SELF_SIGNED_CERT_IN_CHAIN|DEPTH_ZERO_SELF_SIGNED_CERT|UNABLE_TO_VERIFY_LEAF_SIGNATURE|UNABLE_TO_GET_ISSUER_CERT(_LOCALLY)?|CERT_HAS_EXPIRED|CERT_NOT_YET_VALID|CERT_UNTRUSTED|ERR_TLS_CERT_ALTNAME_INVALID)$/;
+
+/** Node's messages for the same (kafkajs logs the message alone). */
+const UNTRUSTED_CERT_MESSAGE =
+  /unable to verify the first certificate|self[- ]signed certificate|unable to get (local )?issuer certificate|certificate has expired|Hostname\/IP does not match/;
+
+/**
+ * Why a Kafka client could not connect, in one sentence an operator can act on, when the cause is the
+ * connection's security rather than the broker being away: the SASL credentials refused, the broker's
+ * certificate not trusted, a TLS handshake with a listener that does not speak TLS. Undefined otherwise.
+ * Walks the errors either client wraps (kafkajs: originalError, cause; @platformatic/kafka: errors, cause).
+ */
+export function securityFailure(e: unknown): string | undefined {
+  const seen = new Set<unknown>();
+  const walk = (err: unknown, depth: number): string | undefined => {
+    if (!err || typeof err !== 'object' || depth > 8 || seen.has(err)) return undefined;
+    seen.add(err);
+    const x = err as { name?: string; code?: string; message?: string; errors?: unknown[]; cause?: unknown; originalError?: unknown };
+    const message = x.message ?? '';
+    if (x.name === 'KafkaJSSASLAuthenticationError' || /SASL|SCRAM|[Aa]uthentication failed|AUTHENTICATION_FAILED|ILLEGAL_SASL_STATE/.test(message)) {
+      return `Kafka refused the SASL credentials (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD): ${message}`;
+    }
+    if ((x.code && UNTRUSTED_CERT.test(x.code)) || UNTRUSTED_CERT_MESSAGE.test(message)) {
+      return `Kafka's TLS certificate is not trusted (${x.code ? `${x.code}: ` : ''}${message}): set KAFKA_SSL_CA_FILE to the CA that signed it`;
+    }
+    if (/before secure TLS connection was established|wrong version number|packet length too long|EPROTO/.test(message)) {
+      return `the TLS handshake with Kafka failed (${message}): does that listener speak TLS (KAFKA_SSL), or does it need a client certificate (KAFKA_SSL_CERT_FILE)?`;
+    }
+    for (const inner of [...(x.errors ?? []), x.originalError, x.cause]) {
+      const found = walk(inner, depth + 1);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  return walk(e, 0);
 }
 
 /** p, or BusUnavailableError once it has not settled within ms. */
@@ -464,8 +516,9 @@ function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
       gate.sent();
     } catch (e) {
       end({ outcome: 'error' });
-      // A send that stalled and then failed says the broker does not answer, whatever the client named it.
-      gate.failed(stalled || o.brokerAway(e));
+      // A send that stalled and then failed says the broker does not answer, whatever the client named it; one
+      // refused for its credentials or certificate will not do better on the next publish either.
+      gate.failed(stalled || o.brokerAway(e) || securityFailure(e) !== undefined);
       o.replaceProducer();
       if (e instanceof BusUnavailableError) throw e;
       const Refused = o.tooLarge(e) ? RecordsTooLargeError : BusUnavailableError;

@@ -8,6 +8,7 @@ import {
   MessagesStreamModes,
   ProduceAcks,
   Producer,
+  SASLMechanisms,
   type Message,
   type MessagesStream,
   type MessageToProduce,
@@ -22,6 +23,7 @@ import {
   withTimeout,
   type KafkaBusBaseOptions,
   type KafkaAdmin,
+  type KafkaSecurity,
   type RecordsByTopic,
 } from './kafkaCommon.js';
 
@@ -36,6 +38,12 @@ export interface PlatformaticKafkaBusOptions extends KafkaBusBaseOptions {
 }
 
 type Out = Producer<string, string | Buffer, string, string>;
+
+const SASL_MECHANISMS = {
+  plain: SASLMechanisms.PLAIN,
+  'scram-sha-256': SASLMechanisms.SCRAM_SHA_256,
+  'scram-sha-512': SASLMechanisms.SCRAM_SHA_512,
+} as const satisfies Record<NonNullable<KafkaSecurity['sasl']>['mechanism'], string>;
 
 /**
  * Whether a failed send says the broker is away (unreachable, closed the connection, did not answer in
@@ -97,8 +105,12 @@ const IS_CONTROL_BATCH = 1 << 5;
 export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
   const log = opts.logger.child({ component: 'kafka', client: 'platformatic' });
   const publishTimeoutMs = opts.publishTimeoutMs ?? 5_000;
+  const { tls, sasl } = opts.security ?? {};
   const base = {
     bootstrapBrokers: opts.brokers,
+    // An empty tls object is TLS with the system's CAs, as KafkaSecurity says.
+    ...(tls ? { tls } : {}),
+    ...(sasl ? { sasl: { mechanism: SASL_MECHANISMS[sasl.mechanism], username: sasl.username, password: sasl.password } } : {}),
     connectTimeout: 3_000,
     requestTimeout: publishTimeoutMs,
     retryDelay: 100,

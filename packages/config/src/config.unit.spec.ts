@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ConfigError, loadEnv, runningMode } from './index.js';
+import { ConfigError, kafkaConnection, loadEnv, runningMode } from './index.js';
 
 describe('loadEnv', () => {
   it('takes a variable set to nothing as unset (KAFKA_BROKERS= is not an empty broker list)', () => {
@@ -21,5 +21,42 @@ describe('loadEnv', () => {
     for (const bad of ['-1', '0', '1.5', 'forever']) {
       expect(() => loadEnv({ DERIVED_TOPIC_RETENTION_MS: bad })).toThrow(/DERIVED_TOPIC_RETENTION_MS/);
     }
+  });
+});
+
+describe('kafkaConnection', () => {
+  const files: Record<string, string> = { '/ca.pem': 'CA', '/c.pem': 'CERT', '/c.key': 'KEY', '/pw': 'from-file\n' };
+  const read = (f: string) => {
+    if (!(f in files)) throw new Error(`ENOENT: no such file or directory, open '${f}'`);
+    return files[f];
+  };
+  const of = (vars: Record<string, string>) => kafkaConnection(loadEnv(vars), read);
+
+  it('is plaintext unless told otherwise', () => {
+    expect(of({})).toEqual({});
+  });
+
+  it('KAFKA_SSL=true alone is TLS with the system CAs; the files add their PEM texts', () => {
+    expect(of({ KAFKA_SSL: 'true' })).toEqual({ tls: {} });
+    expect(of({ KAFKA_SSL_CA_FILE: '/ca.pem', KAFKA_SSL_CERT_FILE: '/c.pem', KAFKA_SSL_KEY_FILE: '/c.key' })).toEqual({
+      tls: { ca: 'CA', cert: 'CERT', key: 'KEY' },
+    });
+  });
+
+  it('SASL with a password given directly or from a file (its trailing newline dropped)', () => {
+    const base = { KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'u' };
+    expect(of({ ...base, KAFKA_SASL_PASSWORD: 'p' }).sasl).toEqual({ mechanism: 'scram-sha-512', username: 'u', password: 'p' });
+    expect(of({ ...base, KAFKA_SASL_PASSWORD_FILE: '/pw' }).sasl).toEqual({ mechanism: 'scram-sha-512', username: 'u', password: 'from-file' });
+  });
+
+  it('refuses what cannot work, naming the variables', () => {
+    expect(() => of({ KAFKA_SSL_CERT_FILE: '/c.pem' })).toThrow(/KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together/);
+    expect(() => of({ KAFKA_SSL_CA_FILE: '/missing.pem' })).toThrow(/KAFKA_SSL_CA_FILE=\/missing.pem cannot be read: ENOENT/);
+    expect(() => of({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u' })).toThrow(/needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD/);
+    expect(() => of({ KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' })).toThrow(/without KAFKA_SASL_MECHANISM/);
+    expect(() => of({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p', KAFKA_SASL_PASSWORD_FILE: '/pw' })).toThrow(
+      /KAFKA_SASL_PASSWORD or KAFKA_SASL_PASSWORD_FILE, not both/,
+    );
+    expect(() => loadEnv({ KAFKA_SASL_MECHANISM: 'gssapi' })).toThrow(/KAFKA_SASL_MECHANISM/);
   });
 });

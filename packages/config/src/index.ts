@@ -24,6 +24,20 @@ export const envSchema = z.object({
   // half the CPU per record in a bare producer); both pass the same conformance suite.
   KAFKA_CLIENT: z.enum(['kafkajs', 'platformatic']).default('kafkajs'),
   KAFKA_CLIENT_ID: z.string().default('shopstream'),
+  // How to reach a managed or secured cluster (docs/operations.md#kafka-connection): TLS (system CAs unless
+  // KAFKA_SSL_CA_FILE), a client certificate for mutual TLS, SASL. A _FILE variant reads a mounted secret.
+  KAFKA_SSL: z
+    .enum(['true', 'false'])
+    .default('false')
+    .transform((v) => v === 'true'),
+  KAFKA_SSL_CA_FILE: z.string().optional(),
+  KAFKA_SSL_CERT_FILE: z.string().optional(),
+  KAFKA_SSL_KEY_FILE: z.string().optional(),
+  KAFKA_SASL_MECHANISM: z.enum(['plain', 'scram-sha-256', 'scram-sha-512']).optional(),
+  KAFKA_SASL_USERNAME: z.string().optional(),
+  KAFKA_SASL_USERNAME_FILE: z.string().optional(),
+  KAFKA_SASL_PASSWORD: z.string().optional(),
+  KAFKA_SASL_PASSWORD_FILE: z.string().optional(),
   KAFKA_PARTITIONS: int(12),
   KAFKA_REPLICATION: int(1),
   TOPIC_PREFIX: z.string().default(''),
@@ -135,3 +149,5 @@ export function runningMode(env: Env): 'embedded' | 'distributed' {
 }
 
 export const envVarNames = Object.keys(envSchema.shape) as (keyof Env)[];
+
+export { kafkaConnection, type KafkaConnection, type KafkaSasl } from './kafkaConnection.js';

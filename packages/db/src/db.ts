@@ -1,6 +1,7 @@
 import databasesPg, { pgFormat, sql, type SQLQuery, type ConnectionPool } from '@databases/pg';
 import pg from 'pg';
 import { isServerUnavailable } from './pgErrors.js';
+import { postgresTls } from './postgresTls.js';
 
 // @databases/pg is CommonJS: under NodeNext its default import is the module object, callable at run time.
 const createConnectionPool = databasesPg as unknown as (typeof databasesPg)['default'];
@@ -106,10 +107,14 @@ export function isDatabaseUnavailable(e: unknown): boolean {
 /** A Db over a PostgreSQL server, through @databases/pg. */
 export function connectPostgres(opts: PostgresOptions): Db {
   const where = postgresLocation(opts.url);
+  // Every connection below with the same TLS, read from the URL as libpq would (postgresTls.ts).
+  const { url, ssl } = postgresTls(opts.url);
+  const tls = ssl === undefined ? {} : { ssl };
   const unavailable = (e: unknown) =>
     e instanceof DatabaseUnavailableError ? e : new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(e)}`, { cause: e });
   const pool: ConnectionPool = createConnectionPool({
-    connectionString: opts.url,
+    connectionString: url,
+    ...tls,
     bigIntMode: 'string',
     poolSize: opts.poolSize ?? 10,
     applicationName: opts.applicationName ?? 'shopstream',
@@ -153,7 +158,8 @@ export function connectPostgres(opts: PostgresOptions): Db {
     probing ??= (async () => {
       while (down) {
         const client = new pg.Client({
-          connectionString: opts.url,
+          connectionString: url,
+          ...tls,
           connectionTimeoutMillis: 1_000,
           application_name: `${opts.applicationName ?? 'shopstream'}-probe`,
         });
@@ -198,7 +204,8 @@ export function connectPostgres(opts: PostgresOptions): Db {
     async listen(channel, onNotify) {
       // LISTEN needs one session for its whole life, which a pool cannot promise.
       const client = new pg.Client({
-        connectionString: opts.url,
+        connectionString: url,
+        ...tls,
         application_name: `${opts.applicationName ?? 'shopstream'}-listen`,
         connectionTimeoutMillis: opts.connectionTimeoutMs ?? 2_000,
       });

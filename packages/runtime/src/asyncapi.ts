@@ -35,7 +35,18 @@ function liftSchema(name: string, into: Record<string, Json>): Json {
   return rewrite(top) as Json;
 }
 
-const uuidKey = { type: 'string', format: 'uuid', description: 'The shop id: records of one shop stay in one partition, in order.' };
+/**
+ * The partitioner is part of the contract: a producer outside Shopstream that writes a topic (conversations) must put
+ * a shop's records where Shopstream's own producers do, or that shop's order breaks (test/partitioner.spec.ts).
+ */
+const PARTITIONER =
+  "The partition is murmur2 of the key's UTF-8 bytes, made positive (& 0x7fffffff), modulo the topic's partition count: the Java client's default partitioner for a keyed record (BuiltInPartitioner.partitionForKey), which kafkajs' DefaultPartitioner and both Shopstream adapters use. librdkafka-based producers (kcat, confluent-kafka-python, node-rdkafka) default to CRC32 (consistent_random) and must set partitioner=murmur2_random; a producer that picks its own partition must compute the same.";
+
+const uuidKey = {
+  type: 'string',
+  format: 'uuid',
+  description: `The shop id: records of one shop stay in one partition, in order. ${PARTITIONER}`,
+};
 
 /**
  * An AsyncAPI 3.0 document of every topic Shopstream owns (with this deployment's TOPIC_PREFIX): channels,
@@ -112,7 +123,7 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       title: 'Shopstream topics',
       version: '2026-04',
       description:
-        'The Kafka topics Shopstream owns. Records are JSON, keyed by shop id, with `content-type`, `schema` and `shop_id` headers; `schema` names the record contract (a version only grows; a breaking change is a new version). The JSON Schema files are in packages/contracts/schemas.',
+        'The Kafka topics Shopstream owns. Records are JSON, keyed by shop id, with `content-type`, `schema` and `shop_id` headers; `schema` names the record contract (a version only grows; a breaking change is a new version). The JSON Schema files are in packages/contracts/schemas. Partitioning: murmur2 of the key bytes, as the Java client (see each message key).',
       license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
     },
     defaultContentType: 'application/json',

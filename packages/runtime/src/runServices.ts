@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import type { ProjectionDefinition } from '@shopstream/bus';
-import { loadEnv, type Env } from '@shopstream/config';
+import { ConfigError, loadEnv, type Env } from '@shopstream/config';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, trackConsumer, type Logger } from '@shopstream/telemetry';
 import { openRuntime, type Runtime } from './runtime.js';
 import { exitOnSignals, serve, type ServiceFactory, type StartedService } from './service.js';
@@ -275,6 +275,9 @@ async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) =>
       try {
         return await Promise.race([opening, timeout]);
       } catch (e) {
+        // A setting that cannot work (KAFKA_SASL_MECHANISM without a password, a KAFKA_SSL_CA_FILE that is not there)
+        // will not work on the next attempt either: say so at once.
+        if (e instanceof ConfigError) throw e;
         if (e instanceof StartupTimeoutError) {
           // An attempt still in flight: whatever it opens later is closed, not leaked.
           void opening.then((rt) => rt.close()).catch(() => {});

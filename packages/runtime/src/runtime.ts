@@ -1,17 +1,19 @@
 import { hostname } from 'node:os';
 import {
+  BusUnavailableError,
   createKafkaBus,
   createPlatformaticKafkaBus,
   createPgLogBus,
   type MemberIdStore,
   finiteRetention,
   ownedTopicSpecs,
+  securityFailure,
   topicNames,
   type Bus,
   type OwnedTopicSpec,
   type TopicNames,
 } from '@shopstream/bus';
-import { runningMode, type Env } from '@shopstream/config';
+import { kafkaConnection, runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
 import { collectProcessMetrics, createLogger, gauge, type Logger } from '@shopstream/telemetry';
@@ -68,6 +70,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     await migrate(db, (m) => logger.info(m));
     const kafka = env.KAFKA_BROKERS && {
       brokers: env.KAFKA_BROKERS,
+      security: kafkaConnection(env),
       clientId: `${env.KAFKA_CLIENT_ID}-${name}`,
       replicationFactor: env.KAFKA_REPLICATION,
       logger,
@@ -84,7 +87,11 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     opened = bus;
     const topics = topicNames(env.TOPIC_PREFIX);
     const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
-    await bus.ensureTopics(specs);
+    await bus.ensureTopics(specs).catch((e: unknown) => {
+      // The clients' own words for a refused password or an untrusted certificate are deep in what they throw.
+      const security = securityFailure(e);
+      throw security ? new BusUnavailableError(security, { cause: e }) : e;
+    });
     // The Postgres log is Shopstream's own table, so its topics follow the roles without an operator's step
     // (an embedded install never runs `topics ensure`). A Kafka cluster is the operator's: only warn there.
     if (bus.kind === 'pglog') {

@@ -16,14 +16,19 @@ export {
   createTestDatabase,
   dropTestDatabase,
   ensurePostgres,
+  startLocalPostgres,
   waitForPostgres,
   type PostgresHandle,
   type PostgresOptions,
   type PostgresSource,
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
+export { startSecureKafka, type SecureKafkaHandle } from './secureKafka.js';
+export { makeTestCertificates, type TestCertificates } from './testCertificates.js';
 export { ensurePromtool } from './promtool.js';
 export { ensureChromium, ChromiumUnavailableError } from './chromium.js';
+export { ensureKcat, type Kcat } from './kcat.js';
+export { kafkaClasspath } from './kafka.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';

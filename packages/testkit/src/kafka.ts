@@ -215,6 +215,11 @@ export async function kafkaLibs(): Promise<string> {
   return libs;
 }
 
+/** The class path of the Kafka jars testkit runs brokers from (fetched once), for a Java program of a test's own. */
+export async function kafkaClasspath(): Promise<string> {
+  return classpath(await kafkaLibs());
+}
+
 /** An explicit, sorted classpath: the CDS archive is only valid for the exact same classpath. */
 function classpath(libs: string): string {
   return readdirSync(libs)
@@ -278,6 +283,20 @@ async function storageTemplate(java: string, cp: string): Promise<string> {
     await rm(tmp, { recursive: true, force: true });
   }
   return template;
+}
+
+/** StorageTool format of propsFile's log.dirs with SCRAM users (`kafka-storage format --add-scram`): a JVM start (~1 s). */
+async function formatStorage(java: string, cp: string, cwd: string, propsFile: string, scramUsers: string[]): Promise<void> {
+  const scram = scramUsers.flatMap((u) => ['--add-scram', u]);
+  const format = await runCommand(
+    java,
+    [...jvmFlags('test', []), '-cp', cp, 'kafka.tools.StorageTool', 'format', '-t', clusterId(), '-c', propsFile, ...scram],
+    {
+      cwd,
+      timeoutMs: 60_000,
+    },
+  );
+  if (format.code !== 0) throw new Error(`kafka StorageTool format --add-scram failed (exit ${format.code}):\n${format.output.trim()}`);
 }
 
 async function stampStorage(template: string, dataDir: string): Promise<void> {
@@ -344,6 +363,10 @@ async function launchBroker(
     jvmExtra: string[];
     template: string;
     reuseData?: boolean;
+    /** Settings over brokerProperties' (more listeners, TLS, SASL: secureKafka.ts). */
+    settings?: Record<string, string>;
+    /** StorageTool format's --add-scram values (SCRAM users made at format time): formats afresh instead of the template. */
+    scramUsers?: string[];
   },
 ): Promise<Launched> {
   const { runDir, port, controllerPort } = opts;
@@ -354,10 +377,11 @@ async function launchBroker(
   const propsFile = path.join(runDir, 'server.properties');
   const log4jFile = path.join(runDir, 'log4j2.properties');
   const logFile = path.join(runDir, 'broker.log');
-  await writeFile(propsFile, properties(brokerProperties(dataDir, port, controllerPort)) + '\n');
+  await writeFile(propsFile, properties({ ...brokerProperties(dataDir, port, controllerPort), ...opts.settings }) + '\n');
   await writeFile(log4jFile, LOG4J2);
   const base = jvmFlags(opts.profile, [`-Dlog4j2.configurationFile=${log4jFile}`]);
-  if (!reuse) await stampStorage(opts.template, dataDir);
+  if (!reuse && opts.scramUsers) await formatStorage(java, cp, runDir, propsFile, opts.scramUsers);
+  else if (!reuse) await stampStorage(opts.template, dataDir);
 
   const { child } = await startServer({
     what: 'the broker',
@@ -487,6 +511,51 @@ export async function startLocalKafka(options: KafkaOptions = {}): Promise<Kafka
     stop: once(async () => {
       // Test data goes away with the run dir, so a clean controlled shutdown (~2 s) would buy nothing.
       await stopChild(child, profile === 'test' ? 'SIGKILL' : 'SIGTERM', 20_000);
+      await rm(runDir, { recursive: true, force: true });
+    }),
+  };
+}
+
+/** What startLocalKafkaWith makes: a broker of this machine's java with settings of the caller's. */
+export interface CustomKafkaOptions {
+  /** Settings over the usual ones, given the PLAINTEXT port (the readiness check uses it) and the controller's. */
+  settings: (ports: { port: number; controllerPort: number }) => Record<string, string>;
+  /** Ports the broker must not take (the caller's own listeners). */
+  avoidPorts: number[];
+  /** SCRAM users made when the storage is formatted (StorageTool's --add-scram). */
+  scramUsers?: string[];
+}
+
+/**
+ * A single-node KRaft broker like startLocalKafka's, with extra settings and SCRAM users (secureKafka.ts's SASL_SSL
+ * listener beside the PLAINTEXT one, which is only used to tell when it is ready). Always the test profile.
+ */
+export async function startLocalKafkaWith(o: CustomKafkaOptions): Promise<{ plaintextPort: number; logFile: string; stop(): Promise<void> }> {
+  const java = findJava();
+  if (!java) throw new Error('no java in JAVA_HOME or on PATH');
+  const { cp, template, jvmExtra } = await prepareBrokerJvm(java);
+  const runDir = await mkdtemp(path.join(RUNS(), 'kafka-custom-'));
+  const port = await freePort(undefined, o.avoidPorts);
+  const controllerPort = await freePort(undefined, [...o.avoidPorts, port]);
+  const { child, logFile } = await launchBroker(java, cp, {
+    runDir,
+    port,
+    controllerPort,
+    profile: 'test',
+    detached: false,
+    jvmExtra,
+    template,
+    settings: o.settings({ port, controllerPort }),
+    scramUsers: o.scramUsers,
+  }).catch(async (e: unknown) => {
+    await rm(runDir, { recursive: true, force: true });
+    throw e;
+  });
+  return {
+    plaintextPort: port,
+    logFile,
+    stop: once(async () => {
+      await stopChild(child, 'SIGKILL', 20_000);
       await rm(runDir, { recursive: true, force: true });
     }),
   };

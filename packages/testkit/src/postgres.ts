@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chownSync, existsSync, readdirSync, realpathSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { chmodSync, chownSync, existsSync, readdirSync, realpathSync } from 'node:fs';
+import { copyFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -50,6 +50,8 @@ export interface PostgresOptions {
   runDir?: string;
   /** 'test' (default) runs without fsync and stops with an immediate shutdown; 'dev' stays durable. */
   profile?: 'test' | 'dev';
+  /** A throw-away cluster with ssl=on, serving this certificate and key (PEM files; copied into its run dir). */
+  tls?: { certFile: string; keyFile: string };
 }
 
 /** Names a database as made by one test run, so that run's teardown can drop exactly its own. */
@@ -200,7 +202,21 @@ export async function startLocalPostgres(options: PostgresOptions = {}): Promise
   if (init.code !== 0) throw new Error(`initdb failed (exit ${init.code}):\n${init.output.trim()}`);
 
   const port = await freePort(options.port);
+  const tls: string[] = [];
+  if (options.tls) {
+    // The server refuses a key file others may read, or not its own: copied, owned by the server's account, 0600.
+    for (const [from, to] of [
+      [options.tls.certFile, 'server.crt'],
+      [options.tls.keyFile, 'server.key'],
+    ]) {
+      await copyFile(from, path.join(runDir, to));
+      if (account) chownSync(path.join(runDir, to), account.uid, account.gid);
+      chmodSync(path.join(runDir, to), 0o600);
+    }
+    tls.push('ssl=on', `ssl_cert_file=${path.join(runDir, 'server.crt')}`, `ssl_key_file=${path.join(runDir, 'server.key')}`);
+  }
   const settings = [
+    ...tls,
     'listen_addresses=127.0.0.1',
     'max_connections=200',
     ...(profile === 'test' ? ['fsync=off', 'synchronous_commit=off', 'full_page_writes=off'] : []),

@@ -1,0 +1,74 @@
+import { readFileSync } from 'node:fs';
+import { ConfigError, type Env } from './index.js';
+
+/** SASL as both Kafka adapters take it; OAUTHBEARER is not offered (it needs a token provider that refreshes). */
+export interface KafkaSasl {
+  mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
+  username: string;
+  password: string;
+}
+
+/**
+ * How the Kafka clients reach the brokers beyond their addresses: TLS (an object, possibly empty: the system's
+ * CAs) with the PEM contents of KAFKA_SSL_CA_FILE / _CERT_FILE / _KEY_FILE, and SASL. Both undefined: plaintext.
+ */
+export interface KafkaConnection {
+  tls?: { ca?: string; cert?: string; key?: string };
+  sasl?: KafkaSasl;
+}
+
+type Read = (file: string) => string;
+const readText: Read = (file) => readFileSync(file, 'utf8');
+
+/** A file's text, or a ConfigError naming the variable that pointed at it and why it cannot be read. */
+function fromFile(variable: string, file: string, read: Read): string {
+  try {
+    return read(file);
+  } catch (e) {
+    throw new ConfigError(`${variable}=${file} cannot be read: ${e instanceof Error ? e.message : String(e)}`);
+  }
+}
+
+/** A secret given directly or as a file (`NAME_FILE`, a mounted secret; its trailing newline dropped), never both. */
+function secret(env: Env, name: 'KAFKA_SASL_USERNAME' | 'KAFKA_SASL_PASSWORD', read: Read): string | undefined {
+  const direct = env[name];
+  const file = env[`${name}_FILE`];
+  if (direct !== undefined && file !== undefined) throw new ConfigError(`set ${name} or ${name}_FILE, not both`);
+  if (file !== undefined) return fromFile(`${name}_FILE`, file, read).replace(/\r?\n$/, '');
+  return direct;
+}
+
+/**
+ * The TLS and SASL settings of KAFKA_SSL* and KAFKA_SASL_*, files read: what every Kafka client of the process
+ * (the bus of either adapter) connects with. KAFKA_SSL=true or any of the certificate files turns TLS on. A client
+ * certificate without its key (or the other way round), a mechanism without a username or password, or a
+ * username without a mechanism is a ConfigError naming the variables.
+ */
+export function kafkaConnection(env: Env, read: Read = readText): KafkaConnection {
+  const out: KafkaConnection = {};
+  const { KAFKA_SSL_CA_FILE: caFile, KAFKA_SSL_CERT_FILE: certFile, KAFKA_SSL_KEY_FILE: keyFile } = env;
+  if ((certFile === undefined) !== (keyFile === undefined)) {
+    throw new ConfigError('KAFKA_SSL_CERT_FILE and KAFKA_SSL_KEY_FILE go together (a client certificate and its private key)');
+  }
+  if (env.KAFKA_SSL || caFile !== undefined || certFile !== undefined) {
+    out.tls = {
+      ...(caFile !== undefined ? { ca: fromFile('KAFKA_SSL_CA_FILE', caFile, read) } : {}),
+      ...(certFile !== undefined ? { cert: fromFile('KAFKA_SSL_CERT_FILE', certFile, read) } : {}),
+      ...(keyFile !== undefined ? { key: fromFile('KAFKA_SSL_KEY_FILE', keyFile, read) } : {}),
+    };
+  }
+  const username = secret(env, 'KAFKA_SASL_USERNAME', read);
+  const password = secret(env, 'KAFKA_SASL_PASSWORD', read);
+  const mechanism = env.KAFKA_SASL_MECHANISM;
+  if (mechanism === undefined) {
+    if (username !== undefined || password !== undefined) {
+      throw new ConfigError('KAFKA_SASL_USERNAME / KAFKA_SASL_PASSWORD are set without KAFKA_SASL_MECHANISM (plain, scram-sha-256 or scram-sha-512)');
+    }
+    return out;
+  }
+  if (!username || password === undefined) {
+    throw new ConfigError(`KAFKA_SASL_MECHANISM=${mechanism} needs KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or their _FILE variants)`);
+  }
+  out.sasl = { mechanism, username, password };
+  return out;
+}
