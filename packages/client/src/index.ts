@@ -1,32 +1,28 @@
 /**
  * @shopstream/client: a typed client for Shopstream's HTTP API, with no runtime dependency beyond `fetch`.
- * The types come from the same zod contracts the server validates with (imported as types only).
+ * Its types are the zod contracts the server validates with, expanded into plain types (src/contractTypes.ts,
+ * generated): the package imports nothing, at run time or in its declarations.
  */
-import type { z } from 'zod';
 import type {
   Activity,
   BulkResultItem,
   Conversation,
   ErrorBody,
   EventAccepted,
+  EventInput,
+  ExportFilters,
   Flow,
+  FlowCreateInput,
   FlowTriggerEntry,
-  eventInputSchema,
-  exportQuerySchema,
-  flowCreateSchema,
-  flowUpdateSchema,
-} from '@shopstream/contracts';
+  FlowUpdateInput,
+} from './contractTypes.js';
 
-/** An event as a producer sends it (`POST /v2026-04/events/`). */
-export type EventInput = z.input<typeof eventInputSchema>;
-export type FlowCreateInput = z.input<typeof flowCreateSchema>;
-export type FlowUpdateInput = z.input<typeof flowUpdateSchema>;
-/** Filters of the conversation export, as query parameters (`created_at__range`, `status`, `tags__in`, ...). */
-export type ExportParams = Omit<z.input<typeof exportQuerySchema>, 'cursor' | 'limit'> & {
+export type { Activity, BulkResultItem, Conversation, EventAccepted, EventInput, Flow, FlowCreateInput, FlowTriggerEntry, FlowUpdateInput };
+/** Filters of the conversation export, as query parameters (`created_at__range`, `resolution__in`, ...). */
+export type ExportParams = ExportFilters & {
   /** Conversations per page, 1 to 100; default 100. */
   limit?: number;
 };
-export type { Activity, BulkResultItem, Conversation, EventAccepted, Flow, FlowTriggerEntry };
 
 /** Per call: an AbortSignal of yours, and a timeout for each attempt other than the client's. */
 export interface RequestOptions {
