@@ -201,7 +201,8 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
       description: 'Event recording and conversation export, one shop per request.',
       license: { name: 'MIT', identifier: 'MIT' },
     },
-    // PUBLIC_BASE_URL when set; else where `pnpm start` listens by default.
+    // PUBLIC_BASE_URL when set; else where `pnpm start` listens by default. The served /openapi.json names the
+    // origin each request came to instead (runtime's serve()).
     servers: [serverUrl ? { url: serverUrl } : { url: 'http://localhost:8080', description: 'pnpm start (PORT 8080)' }],
     // Both on every request: the key, and the shop it addresses (one key may be granted several shops).
     security: [{ bearer: [], shopId: [] }],
