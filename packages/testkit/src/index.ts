@@ -23,6 +23,7 @@ export {
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
 export { ensurePromtool } from './promtool.js';
+export { ensureOpenApiGenerator, OPENAPI_GENERATOR_VERSIONS } from './openapiGenerator.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';
