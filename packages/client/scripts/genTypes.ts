@@ -2,7 +2,7 @@
  * `pnpm --filter @shopstream/client types`: writes src/contractTypes.ts, the types of the bodies the client sends
  * and receives, expanded from the zod contracts by the TypeScript checker into plain object types. So the
  * published declarations import neither `@shopstream/contracts` (private) nor `zod` (not loaded at run time):
- * the tarball installs alone. client.unit.spec.ts fails when the file is not what this script writes now.
+ * the tarball installs alone. src/contractTypes.spec.ts fails when the file is not what this script writes now.
  */
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
