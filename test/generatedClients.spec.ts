@@ -34,6 +34,7 @@ const python = await run('python3', ['-c', 'import pydantic, urllib3, dateutil; 
   () => false,
 );
 if (!java) console.warn('generatedClients.spec.ts: skipped, no java on PATH to run openapi-generator-cli (install a JDK 17+)');
+if (java && !python) console.warn('generatedClients.spec.ts: the python client is skipped, no python3 with pydantic 2, urllib3 and python-dateutil');
 
 const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-generated-'));
 let rt: Runtime;
