@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShopstreamClient, ShopstreamError, type EventInput } from '@shopstream/client';
 import { conversationsTopic } from '@shopstream/contracts';
@@ -82,6 +83,53 @@ describe('on Kafka and PostgreSQL', () => {
     expect(new Set(ids).size).toBe(249);
   });
 
+  it('a response lost after the server recorded the event: the retry replays it, one activity not two', async () => {
+    const { c: direct, shop } = await client();
+    // A TCP proxy in front of the server that drops the first answer (closes the client's socket as the answer
+    // arrives, after the server has written the record) and passes everything else.
+    let connections = 0;
+    let dropNext = true;
+    const sockets = new Set<net.Socket>();
+    const proxy = net.createServer((downstream) => {
+      connections++;
+      const upstream = net.connect(Number(new URL(server.baseUrl).port), '127.0.0.1');
+      sockets.add(downstream).add(upstream);
+      downstream.pipe(upstream);
+      upstream.on('data', (chunk: Buffer) => {
+        if (!dropNext) return void downstream.write(chunk);
+        dropNext = false;
+        downstream.destroy();
+        upstream.destroy();
+      });
+      downstream.on('error', () => upstream.destroy());
+      upstream.on('error', () => downstream.destroy());
+      downstream.on('close', () => upstream.destroy());
+    });
+    await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+    try {
+      const port = (proxy.address() as net.AddressInfo).port;
+      const counted = countingFetch();
+      const c = new ShopstreamClient({ baseUrl: `http://127.0.0.1:${port}`, apiKey: shop.key, shopId: shop.shopId, fetch: counted.fetch, minBackoffMs: 1 });
+      const accepted = await c.recordEvent({ name: 'Lost answer', metric: { metric_name: 'lost_answer', value: 1 } });
+      expect(connections).toBe(2);
+      expect(counted.calls.map((x) => x.status)).toEqual([202]);
+      dropNext = true;
+      const bulk = await c.recordEvents([{ name: 'Lost answer', metric: { metric_name: 'lost_answer_bulk', value: 2 } }]);
+      expect(bulk.map((r) => r.status)).toEqual(['success']);
+      expect(dropNext).toBe(false);
+      expect(counted.calls.map((x) => x.status)).toEqual([202, 200]);
+      // Records of a shop are consumed in order: once this later one is projected, both attempts were too.
+      const sentinel = await direct.recordEvent({ name: 'after', metric: { metric_name: 'sentinel' } });
+      await waitFor(() => direct.getActivity(sentinel.activity_id).catch(() => undefined), { message: 'the sentinel projected' });
+      const rows = await rt.db.query(sql`SELECT id, metric->>'deduping_key' AS key FROM activities WHERE shop_id = ${shop.shopId} AND name = 'Lost answer'`);
+      expect(rows.map((r) => r.id).sort()).toEqual([accepted.activity_id, (bulk[0] as { event: { activity_id: string } }).event.activity_id].sort());
+      expect(rows.every((r) => typeof r.key === 'string' && r.key.length === 36)).toBe(true);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((r) => proxy.close(r));
+    }
+  });
+
   it('never retries a 4xx: one request, and the error body as a ShopstreamError', async () => {
     const { c, calls } = await client();
     const e = await c.recordEvent({ name: 'x', metric: { metric_name: '' } }).catch((err: unknown) => err);
@@ -131,7 +179,7 @@ describe('on Kafka and PostgreSQL', () => {
       timeoutMs: 30_000,
     });
     // 2 requests a minute: the walk of 3 pages of 1 meets a 429 on the third and waits it out.
-    for await (const conv of c.exportConversations({ created_at__range: 'relative:-1d,', limit: '1' })) seen.push(conv.id);
+    for await (const conv of c.exportConversations({ created_at__range: 'relative:-1d,', limit: 1 })) seen.push(conv.id);
     expect(seen).toEqual(ids);
     expect(calls.some((x) => x.status === 429)).toBe(true);
     expect(calls.filter((x) => x.status === 200)).toHaveLength(3);

@@ -45,10 +45,14 @@ export function cursorCodec<T>(secret: string, schema: z.ZodType<T>): CursorCode
   };
 }
 
-/** `PUBLIC_BASE_URL` when configured (without a trailing slash), else the scheme and host of the request. */
+/**
+ * `PUBLIC_BASE_URL` when configured (without a trailing slash), else the scheme and host (with its port) of the
+ * request: express takes them from X-Forwarded-Proto and X-Forwarded-Host only when `trust proxy` (TRUST_PROXY)
+ * trusts the peer, from the connection and the Host header otherwise.
+ */
 export function baseUrlOf(req: Request, configured: string | undefined): string {
   if (configured) return configured.replace(/\/+$/, '');
-  return `${req.protocol}://${req.get('host')}`;
+  return `${req.protocol}://${req.host ?? req.get('host')}`;
 }
 
 /** An absolute link: base + path + the parameters that are set, in the order given. */

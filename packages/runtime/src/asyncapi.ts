@@ -99,7 +99,9 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       name: c.messageId,
       title: c.title,
       contentType: 'application/json',
-      headers: c.contract ? recordHeaders : { allOf: [dlqHeaders, recordHeaders] },
+      // `type: object` beside the allOf: AsyncAPI 3 wants a headers schema to say it is an object (spectral's
+      // asyncapi-3-headers-schema-type-object), which each part already is.
+      headers: c.contract ? recordHeaders : { type: 'object', allOf: [dlqHeaders, recordHeaders] },
       payload: c.contract ? liftSchema(c.contract, componentSchemas) : { description: "The rejected record's value, byte for byte (it may not be JSON)." },
       bindings: { kafka: { key: uuidKey, bindingVersion: '0.5.0' } },
     };
@@ -113,6 +115,7 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
         action,
         channel: { $ref: `#/channels/${c.id}` },
         summary: `${who} ${action === 'send' ? 'writes to' : 'reads'} ${c.address}`,
+        description: `${who} ${action === 'send' ? 'writes' : 'reads'} records of ${c.address}: ${c.title}.`,
         messages: [{ $ref: `#/channels/${c.id}/messages/${c.messageId}` }],
       };
     }
@@ -125,6 +128,10 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       description:
         'The Kafka topics Shopstream owns. Records are JSON, keyed by shop id, with `content-type`, `schema` and `shop_id` headers; `schema` names the record contract (a version only grows; a breaking change is a new version). The JSON Schema files are in packages/contracts/schemas. Partitioning: murmur2 of the key bytes, as the Java client (see each message key).',
       license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
+      tags: [
+        { name: 'records', description: 'Topics a service writes and others read.' },
+        { name: 'dead-letters', description: 'Records a consumer could not apply.' },
+      ],
     },
     defaultContentType: 'application/json',
     servers: {

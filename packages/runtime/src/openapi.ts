@@ -8,7 +8,44 @@ type Json = Record<string, unknown>;
 type Io = 'input' | 'output';
 
 const jsonSchema = (s: z.ZodType, io: Io) =>
-  z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline', override: noRegexFlags }) as Json;
+  forCodeGenerators(z.toJSONSchema(s, { target: 'draft-2020-12', io, unrepresentable: 'any', reused: 'inline', override: noRegexFlags })) as Json;
+
+/** Formats whose meaning a generator knows: the pattern zod writes beside them says nothing more to a client. */
+const FORMATS_WITHOUT_PATTERN = new Set(['uuid', 'date-time', 'email', 'uri']);
+
+/**
+ * Shapes zod's JSON Schema so that clients generated from the document with openapi-generator's default options
+ * work, from 7.16 on (test/generatedClients.spec.ts), without changing what the server takes or answers:
+ *
+ * - No `additionalProperties: false`. typescript-fetch 7.16 then treats a model as open and spreads its
+ *   camelCase fields into the body beside the snake_case ones (`400 metric.metricName: Unknown field`); python
+ *   7.16 fails to generate. The server still refuses unknown fields of a body (400 `validation_error`), as the
+ *   document's description says.
+ * - A nullable scalar as `type: [T, "null"]`, not `anyOf: [{type: T}, {type: "null"}]`, which python 7.16's
+ *   getPydanticType cannot type.
+ * - No `pattern` beside `format: uuid` or `date-time`: python puts the pattern on the parsed value (a UUID or a
+ *   datetime, not a string) and fails on every answer.
+ */
+function forCodeGenerators(node: unknown): unknown {
+  if (Array.isArray(node)) return node.map(forCodeGenerators);
+  if (node === null || typeof node !== 'object') return node;
+  const out: Json = {};
+  for (const [k, v] of Object.entries(node)) {
+    if (k === 'additionalProperties' && v === false) continue;
+    out[k] = forCodeGenerators(v);
+  }
+  if (typeof out.format === 'string' && FORMATS_WITHOUT_PATTERN.has(out.format)) delete out.pattern;
+  const anyOf = out.anyOf;
+  if (Array.isArray(anyOf) && anyOf.length === 2) {
+    const isNull = (x: unknown) => same(x, { type: 'null' });
+    const other = anyOf.find((x) => !isNull(x)) as Json | undefined;
+    if (anyOf.some(isNull) && other && typeof other.type === 'string' && other.$ref === undefined) {
+      const { anyOf: _a, ...rest } = out;
+      return { ...other, ...rest, type: [other.type, 'null'] };
+    }
+  }
+  return out;
+}
 
 /**
  * JSON Schema patterns have no flags, and zod writes a regex's source without them: a `/…/i` check would be
@@ -114,14 +151,14 @@ const tagDescriptions: Record<string, string> = {
 };
 
 /**
- * A query parameter's schema as a client should send it. A string of digits that the route turns into an
- * integer (`limit`) is documented as that integer, so generated clients take a number; everything else in
+ * A query parameter's schema as a client should send it. A string of digits (`^\d+$`, `^\d{1,6}$`) that the route
+ * turns into an integer (`limit`) is documented as that integer, so generated clients take a number; everything else in
  * its input form.
  */
 function queryParamSchema(s: z.ZodType, components: Components): Json {
   const input = components.add(s, 'input');
   const output = jsonSchema(s, 'output');
-  const digits = input.type === 'string' && typeof input.pattern === 'string' && /^\^\\d\+\$$/.test(input.pattern);
+  const digits = input.type === 'string' && typeof input.pattern === 'string' && /^\^\\d(\+|\{\d+(,\d*)?\})\$$/.test(input.pattern);
   if (digits && output.type === 'integer') {
     const { $schema: _s, ...rest } = output;
     return { ...rest, ...(input.description ? { description: input.description } : {}) };
@@ -198,10 +235,12 @@ export function buildOpenApi(title: string, parts: OpenApiPart[], serverUrl?: st
     info: {
       title: `Shopstream ${title}`,
       version: '2026-04',
-      description: 'Event recording and conversation export, one shop per request.',
+      description:
+        'Event recording and conversation export, one shop per request. Request bodies and query strings refuse fields they do not list (400 validation_error), though the schemas do not say additionalProperties: false (generated clients mishandle it).',
       license: { name: 'MIT', identifier: 'MIT' },
     },
-    // PUBLIC_BASE_URL when set; else where `pnpm start` listens by default.
+    // PUBLIC_BASE_URL when set; else where `pnpm start` listens by default. The served /openapi.json names the
+    // origin each request came to instead (runtime's serve()).
     servers: [serverUrl ? { url: serverUrl } : { url: 'http://localhost:8080', description: 'pnpm start (PORT 8080)' }],
     // Both on every request: the key, and the shop it addresses (one key may be granted several shops).
     security: [{ bearer: [], shopId: [] }],

@@ -1,7 +1,7 @@
 import type { Router } from 'express';
 import { sql } from '@shopstream/db';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
+import { baseUrlOf, createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
 import { buildOpenApi, docsHandler } from './openapi.js';
 import type { ProjectionDefinition } from '@shopstream/bus';
@@ -65,12 +65,19 @@ export async function serve(
     services.flatMap((s) => (s.openapi ? [s.openapi] : [])),
     rt.env.PUBLIC_BASE_URL,
   );
-  app.get('/openapi.json', (_req, res) => {
-    res.json(doc);
+  // Each document names the origin it was served from (PUBLIC_BASE_URL when set; X-Forwarded-Proto and -Host only
+  // under TRUST_PROXY), so /docs "Try it out" and generated clients call this server on whatever port it runs.
+  app.get('/openapi.json', (req, res) => {
+    res.json({ ...doc, servers: [{ url: baseUrlOf(req, rt.env.PUBLIC_BASE_URL) }] });
   });
   const topicsDoc = buildAsyncApi(rt.topics, rt.env.KAFKA_BROKERS);
-  app.get('/asyncapi.json', (_req, res) => {
-    res.json(topicsDoc);
+  app.get('/asyncapi.json', (req, res) => {
+    const origin = baseUrlOf(req, rt.env.PUBLIC_BASE_URL);
+    const info = topicsDoc.info as Record<string, unknown>;
+    res.json({
+      ...topicsDoc,
+      info: { ...info, externalDocs: { description: "This deployment's HTTP API (OpenAPI at /openapi.json)", url: `${origin}/docs` } },
+    });
   });
   app.use('/docs', docsHandler());
   mountStatus(app, rt, opts.name, projections);

@@ -29,6 +29,7 @@ export { ensurePromtool } from './promtool.js';
 export { ensureChromium, ChromiumUnavailableError } from './chromium.js';
 export { ensureKcat, type Kcat } from './kcat.js';
 export { kafkaClasspath } from './kafka.js';
+export { ensureOpenApiGenerator, OPENAPI_GENERATOR_VERSIONS } from './openapiGenerator.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
 export { processAlive } from './proc.js';
