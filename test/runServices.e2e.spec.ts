@@ -21,7 +21,7 @@ describe('runServices: start-up', () => {
     const s = spawnShopstream(node('ingest-api'), {
       DATABASE_URL: 'postgres://postgres:s3cret-pw@127.0.0.1:1/shopstream',
       KAFKA_BROKERS: testInfra().kafkaBrokers.join(','),
-      STARTUP_TIMEOUT_MS: '3000',
+      STARTUP_TIMEOUT_MS: '15000',
       LOG_LEVEL: 'info',
     });
     const { code } = await exitOf(s.child, { timeoutMs: 90_000, message: 'the service exits' });
@@ -33,7 +33,7 @@ describe('runServices: start-up', () => {
     const last = lines[lines.length - 1];
     expect(last.level).toBe(60);
     expect(last.msg).toMatch(
-      /^could not start: could not reach PostgreSQL at 127\.0\.0\.1:1\/shopstream, Kafka at .* within STARTUP_TIMEOUT_MS=3000 \(.*ECONNREFUSED/,
+      /^could not start: could not reach PostgreSQL at 127\.0\.0\.1:1\/shopstream, Kafka at .* within STARTUP_TIMEOUT_MS=15000 \(.*ECONNREFUSED/,
     );
   }, 120_000);
 
@@ -42,7 +42,7 @@ describe('runServices: start-up', () => {
       DATABASE_URL: await createTestDatabase(testInfra().databaseUrl),
       KAFKA_BROKERS: '127.0.0.1:1',
       TOPIC_PREFIX: uniquePrefix(),
-      STARTUP_TIMEOUT_MS: '4000',
+      STARTUP_TIMEOUT_MS: '15000',
       LOG_LEVEL: 'warn',
     });
     const { code } = await exitOf(s.child, { timeoutMs: 90_000, message: 'the service exits' });
@@ -52,7 +52,7 @@ describe('runServices: start-up', () => {
     expect(out.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('{'))).toEqual([]);
     const last = logLines(out).at(-1)!;
     expect(last.level).toBe(60);
-    expect(last.msg).toMatch(/^could not start: could not reach PostgreSQL at .*, Kafka at 127\.0\.0\.1:1 within STARTUP_TIMEOUT_MS=4000/);
+    expect(last.msg).toMatch(/^could not start: could not reach PostgreSQL at .*, Kafka at 127\.0\.0\.1:1 within STARTUP_TIMEOUT_MS=15000/);
   }, 120_000);
 });
 
