@@ -84,3 +84,27 @@ export {
   type ConsumerState,
   type DeadConsumer,
 } from './consumerHealth.js';
+
+export {
+  TRACEPARENT,
+  SpanKind,
+  SpanStatusCode,
+  context,
+  trace,
+  startTracing,
+  stopTracing,
+  flushTracing,
+  tracingEnabled,
+  getTracer,
+  contextOf,
+  spanContextOf,
+  traceparentOf,
+  endWithError,
+  inSpan,
+  UnsupportedTraceExporterError,
+  type Attributes,
+  type Context,
+  type Link,
+  type Span,
+  type SpanContext,
+} from './tracing.js';
