@@ -1,4 +1,4 @@
-import { context, contextOf, endWithError, getTracer, SpanKind, spanContextOf, trace, traceparentOf, TRACEPARENT, type Link, type Span } from '@shopstream/telemetry';
+import { contextOf, endWithError, getTracer, SpanKind, spanContextOf, traceparentOf, TRACEPARENT, withSpan, type Link, type Span } from '@shopstream/telemetry';
 import type { BusRecord } from './port.js';
 import { MAX_LINKS } from './tracedBus.js';
 
@@ -62,7 +62,7 @@ export function traceBatch(topic: string, group: string, system: string | undefi
   }
   const workSpan = batchSpan ?? spans.values().next().value;
   return {
-    run: (fn) => (workSpan ? context.with(trace.setSpan(context.active(), workSpan), fn) : fn()),
+    run: (fn) => (workSpan ? withSpan(workSpan, fn) : fn()),
     traceparentFor(cause) {
       const span = spans.get(cause);
       return span ? traceparentOf(span) : cause.headers[TRACEPARENT];

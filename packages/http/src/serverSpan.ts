@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { context, contextOf, getTracer, SpanKind, SpanStatusCode, trace } from '@shopstream/telemetry';
+import { contextOf, getTracer, setSpanError, SpanKind, withSpan } from '@shopstream/telemetry';
 
 /**
  * An HTTP server span (OpenTelemetry's HTTP conventions) continuing the request's `traceparent`, or a new trace
@@ -27,12 +27,12 @@ export function serverSpan(req: IncomingMessage, path: string): { run(next: () =
     contextOf(req.headers),
   );
   return {
-    run: (next) => context.with(trace.setSpan(context.active(), span), next),
+    run: (next) => withSpan(span, next),
     finish(route, status) {
       span.updateName(`${method} ${route}`);
       span.setAttributes({ 'http.route': route, 'http.response.status_code': status });
       // A 4xx is the client's: the span's status stays unset (HTTP conventions for servers).
-      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (status >= 500) setSpanError(span);
       span.end();
     },
   };

@@ -95,7 +95,7 @@ async function run(
   const env = opts.env ?? loadEnv();
   setConsumerDeadAfter(env.CONSUMER_DEAD_AFTER_MS);
   // Before anything opens: the bus, the database and the HTTP app are wrapped in spans only when it started.
-  const tracing = startTracing(name);
+  const tracing = await startTracing(name);
   const chosen = opts.only ? services.filter((s) => s.name === opts.only) : services;
   if (chosen.length === 0) throw new Error(`no service named "${opts.only}"`);
   let stopping = false;
@@ -114,7 +114,8 @@ async function run(
 
   const rt = await openWithRetries(env, name, gotLogger);
   gotLogger(rt.logger);
-  if (tracing) rt.logger.info({ otlp_endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
+  if (tracing)
+    rt.logger.info({ otlp_endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
   const started: StartedService[] = [];
   const stopAll = async () => {
     for (const s of [...started].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));

@@ -1,5 +1,5 @@
 import { formatQuery, postgresLocation, type Db, type Queryable, type SQLQuery } from '@shopstream/db';
-import { context, endWithError, getTracer, SpanKind, trace, type Attributes } from '@shopstream/telemetry';
+import { endWithError, getTracer, inSpan, SpanKind, type Attributes } from '@shopstream/telemetry';
 
 /** The statement's operation and its first table, for the span's name (`SELECT activities`). */
 function summary(text: string): { operation: string; name: string } {
@@ -24,7 +24,7 @@ export function tracedDb(db: Db, url: string | undefined): Db {
   const traced = async (on: Queryable, q: SQLQuery) => {
     // Only inside a request's or a batch's span: a timer's polling (the outbox relay's look, the flow index's
     // reload) would otherwise start a trace of one span every second.
-    if (!trace.getSpan(context.active())) return on.query(q);
+    if (!inSpan()) return on.query(q);
     const { text } = formatQuery(q);
     const { operation, name } = summary(text);
     const span = getTracer().startSpan(name, {
