@@ -238,6 +238,13 @@ describe('a trace through the log', () => {
     // hang under the record's span.
     expect(queries.every((q) => q.parentSpanId !== undefined && batchOrRecord.has(q.parentSpanId))).toBe(true);
 
+    // The AsyncAPI document names the header on every topic's messages.
+    const doc = (await (await fetch(`http://127.0.0.1:${ingestPort}/asyncapi.json`)).json()) as { components: { messages: Record<string, any> } };
+    for (const [id, m] of Object.entries(doc.components.messages)) {
+      const headers = m.headers.properties ?? m.headers.allOf.find((h: any) => h.properties).properties;
+      expect(headers.traceparent?.pattern, `${id}: traceparent`).toBe('^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$');
+    }
+
     // Every span the three services sent went through the OTLP/HTTP JSON exporter.
     expect([...receiver.contentTypes]).toEqual(['POST /v1/traces application/json']);
   });
