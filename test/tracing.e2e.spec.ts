@@ -130,7 +130,7 @@ const portOf = (p: ShopstreamProcess) =>
 
 /** The one record of a topic whose value satisfies `match`. */
 async function recordOf(topic: string, match: (value: any) => boolean): Promise<BusRecord> {
-  return waitFor(async () => (await rt.bus.read(topic)).find((r) => match(json(r))), { timeoutMs: 90_000, message: `the record on ${topic}` });
+  return waitFor(async () => (await rt.bus.read(topic)).find((r) => match(json(r))), { timeoutMs: 120_000, message: `the record on ${topic}` });
 }
 
 const traceparentParts = (h: string | undefined) => {
