@@ -6,6 +6,7 @@
  */
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type StartedService } from '@shopstream/runtime';
+import { startTracing, stopTracing } from '@shopstream/telemetry';
 import { serviceFactories } from '@shopstream/all-in-one';
 import { failChild } from './children.js';
 
@@ -13,6 +14,8 @@ async function main(): Promise<void> {
   const names = (process.argv[2] ?? '').split(',').filter(Boolean);
   for (const n of names) if (!serviceFactories[n]) throw new Error(`unknown service ${n}`);
   const env = loadEnv({ ...process.env, PORT: '0', HOST: '127.0.0.1' });
+  // As runServices does: spans only when OTEL_TRACES_EXPORTER=otlp is in the environment (bench/README.md).
+  await startTracing(names.join('+'));
   const rt = await openRuntime(env, names.join('+'));
   const started: StartedService[] = [];
   for (const n of names) started.push(await serviceFactories[n](rt));
@@ -21,10 +24,12 @@ async function main(): Promise<void> {
   const onStop = () => {
     if (stopping) return;
     stopping = true;
-    stop().then(
-      () => process.exit(0),
-      (e) => failChild(e),
-    );
+    stop()
+      .then(() => stopTracing())
+      .then(
+        () => process.exit(0),
+        (e) => failChild(e),
+      );
   };
   process.on('message', (m: any) => {
     if (m?.type === 'stop') onStop();

@@ -46,6 +46,7 @@ export {
   type ProjectionStatus,
 } from './rebuild.js';
 export { topicNames, topicOf, type TopicNames } from './topicNames.js';
+export { tracedBus } from './tracedBus.js';
 export { appendToOutbox, relayOutbox, startOutboxRelay, type EmittedRecord, type RelayOptions, type OutboxRelay } from './outbox.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';
 export {

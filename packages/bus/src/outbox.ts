@@ -1,7 +1,7 @@
 import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, gauge, type Logger } from '@shopstream/telemetry';
 import { PublishRefusedError } from './kafkaCommon.js';
-import { BusUnavailableError, RecordsTooLargeError, type Bus, type OutgoingRecord } from './port.js';
+import { BusUnavailableError, RecordsTooLargeError, type Bus, type BusRecord, type OutgoingRecord } from './port.js';
 
 const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
@@ -84,6 +84,11 @@ function answered(pace: RelayPace, topic: string, batchSize: number): void {
 /** A record a projection emits, bound for `topic`. */
 export interface EmittedRecord extends OutgoingRecord {
   topic: string;
+  /**
+   * The record whose handling emitted it: the emitted record's `traceparent` header continues that record's
+   * trace (the projection runner sets it; it is stored with the outbox row like every header).
+   */
+  cause?: BusRecord;
 }
 
 /**

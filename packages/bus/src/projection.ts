@@ -1,11 +1,13 @@
 import type { z } from 'zod';
 import { isDataError, queryRow, sql, type Db, type Queryable } from '@shopstream/db';
 import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
-import { counter, gauge, histogram, type Logger } from '@shopstream/telemetry';
+import { counter, gauge, histogram, tracingEnabled, TRACEPARENT, type Logger } from '@shopstream/telemetry';
 import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
 import { topicOf, type TopicNames } from './topicNames.js';
 import { superviseConsumer } from './supervisor.js';
+import { traceBatch, type BatchTrace } from './tracedBatch.js';
+import { messagingSystem } from './tracedBus.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -121,6 +123,20 @@ export interface ApplyMode {
   unemitted?(tx: Queryable, emitted: EmittedRecord[]): Promise<EmittedRecord[]>;
   /** What becomes of records that cannot be applied: live sends them to the dead-letter topic. */
   reject(rejected: Rejected[]): Promise<void>;
+  /** `messaging.system` of the bus the records come from, for the consumer spans (tracing on). */
+  messagingSystem?: string;
+}
+
+/**
+ * The emitted records with the `traceparent` that continues their cause's trace: its span's when tracing is
+ * on, else the cause's own header as it came (a process without tracing passes the context on unchanged).
+ */
+function withTraceContext(emitted: EmittedRecord[], trace: BatchTrace | undefined): EmittedRecord[] {
+  return emitted.map((e) => {
+    if (!e.cause) return e;
+    const traceparent = trace ? trace.traceparentFor(e.cause) : e.cause.headers[TRACEPARENT];
+    return traceparent === undefined ? e : { ...e, headers: { ...e.headers, [TRACEPARENT]: traceparent } };
+  });
 }
 
 /**
@@ -145,6 +161,38 @@ export async function applyBatch<T>(
     else bad.push({ record, reason: p.reason });
   }
   await mode.reject(bad);
+  const trace =
+    tracingEnabled() && valid.length > 0
+      ? traceBatch(
+          batch.topic,
+          mode.checkpointGroup,
+          mode.messagingSystem,
+          valid.map((v) => v.record),
+        )
+      : undefined;
+  try {
+    const r = await (trace
+      ? trace.run(() => applyValid(def, logic, db, mode, batch, valid, log, trace))
+      : applyValid(def, logic, db, mode, batch, valid, log, trace));
+    trace?.end();
+    return { ...r, rejected: r.rejected + bad.length };
+  } catch (e) {
+    trace?.end(e);
+    throw e;
+  }
+}
+
+/** applyBatch for the valid records of the batch. */
+async function applyValid<T>(
+  def: ProjectionDefinition<T>,
+  logic: ProjectionLogic<T>,
+  db: Db,
+  mode: ApplyMode,
+  batch: Batch,
+  valid: ValidRecord<T>[],
+  log: Logger,
+  trace: BatchTrace | undefined,
+): Promise<{ applied: number; duplicates: number; rejected: number }> {
   if (logic.prepare && valid.length > 0) await logic.prepare(valid);
 
   /** Applies the records not applied yet and moves the checkpoint to next, in one transaction. */
@@ -159,7 +207,7 @@ export async function applyBatch<T>(
       const from = checkpoint ?? -1n;
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
-        const emitted = await logic.apply(tx, fresh);
+        const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
         if (mode.emit) await appendToOutbox(tx, mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted);
       }
       await tx.query(sql`
@@ -194,7 +242,7 @@ export async function applyBatch<T>(
     }
     await commit([], lastOffset + 1n);
   }
-  return { applied, duplicates: valid.length - applied - refused, rejected: bad.length + refused };
+  return { applied, duplicates: valid.length - applied - refused, rejected: refused };
 }
 
 /** Sends records to `<topic>.dlq` with the reason and their origin in headers. */
@@ -265,6 +313,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
 
   const mode: ApplyMode = {
     checkpointGroup: groupId,
+    messagingSystem: messagingSystem(o.bus),
     emit: true,
     async reject(rejected) {
       if (rejected.length === 0) return;

@@ -15,13 +15,35 @@ export const deadLetterHeadersSchema = z
 export const DLQ_HEADERS_SCHEMA = 'dlq-headers.v1';
 
 /**
+ * The trace context any record may carry (every topic, dead letters included): W3C Trace Context's `traceparent`.
+ * ingest-api writes the span of its send (a child of the HTTP request's, which continues the caller's
+ * `traceparent` when it sent one); a projector writes, on what it emits, the span in which it handled the record
+ * that caused it (stored with the outbox row); a consumer continues the trace from it. Present when the writer runs
+ * with OpenTelemetry tracing on (OTEL_TRACES_EXPORTER=otlp), or passes on the header of the record it handled.
+ */
+export const traceContextHeadersSchema = z
+  .looseObject({
+    [H.traceparent]: z
+      .string()
+      .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+      .optional()
+      .describe(
+        'W3C Trace Context: `00-<trace id, 32 hex>-<parent span id, 16 hex>-<flags, 2 hex>`, the span that produced this record (https://www.w3.org/TR/trace-context/#traceparent-header).',
+      ),
+  })
+  .meta({ id: 'TraceContextHeaders' });
+
+export const TRACE_HEADERS_SCHEMA = 'trace-context-headers.v1';
+
+/**
  * Every record contract by the name its `schema` header carries (`event-recorded.v1`), and the dead-letter
- * headers. A contract version only grows: a change that removes, renames or narrows a field is a new version
+ * and trace-context headers. A contract version only grows: a change that removes, renames or narrows a field is a new version
  * (`metric-event.v2`), published beside the old one (docs/versioning.md).
  */
 export const topicContracts: Record<string, z.ZodType> = {
   ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
+  [TRACE_HEADERS_SCHEMA]: traceContextHeadersSchema,
 };
 
 /** A JSON Schema as zod writes one: a contract's, or a checked-in file's (packages/contracts/schemas). */

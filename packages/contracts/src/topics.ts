@@ -22,6 +22,11 @@ export const headers = {
   dlqSourceOffset: 'dlq_source_offset',
   /** On a record `pnpm cli dlq redrive` sent back: the dead letter it came from, `<dlq topic>/<partition>/<offset>`. */
   redrivenFrom: 'redriven_from',
+  /**
+   * W3C Trace Context (`00-<trace id>-<span id>-<flags>`), on any record: the span that produced it (OpenTelemetry's
+   * messaging conventions). Consumers continue the trace from it; see trace-context-headers.v1.
+   */
+  traceparent: 'traceparent',
 } as const;
 
 export const schemas = {

@@ -3,7 +3,8 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
-import { counter, deadConsumers, histogram, metricsText, registry, type Logger } from '@shopstream/telemetry';
+import { counter, deadConsumers, histogram, metricsText, registry, tracingEnabled, type Logger } from '@shopstream/telemetry';
+import { serverSpan } from './serverSpan.js';
 import { ApiError } from './errors.js';
 import { countIngestAnswer } from './answerRates.js';
 
@@ -119,9 +120,13 @@ export function requestContext(service: string, logger: Logger, routes: string[]
     // Taken now: a router mounted at /v2026-04 strips its mount path from req.url while it runs, and a
     // response sent from inside it finishes before it puts the path back.
     const path = req.path;
+    // Tracing on: the request's server span, active while its handlers run (their database and Kafka spans
+    // are its children, and the records ingest writes carry its trace in `traceparent`).
+    const span = tracingEnabled() ? serverSpan(req, path) : undefined;
     res.on('finish', () => {
       // The route template, not the path: ids in paths would make a metric series per id.
       const route = routeOf(path);
+      span?.finish(route, res.statusCode);
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
       const labels = { service, method: req.method, route, status: String(res.statusCode) };
       requests.inc(labels);
@@ -140,7 +145,8 @@ export function requestContext(service: string, logger: Logger, routes: string[]
           'request',
         );
     });
-    next();
+    if (span) span.run(next);
+    else next();
   };
 }
 

@@ -1,4 +1,4 @@
-import { contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, topicDefinitions } from '@shopstream/contracts';
+import { contractJsonSchema, DLQ_HEADERS_SCHEMA, headers as H, topicDefinitions, TRACE_HEADERS_SCHEMA } from '@shopstream/contracts';
 import type { TopicNames } from '@shopstream/bus';
 
 type Json = Record<string, unknown>;
@@ -81,6 +81,9 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
 
   const componentSchemas: Record<string, Json> = {};
   const dlqHeaders = liftSchema(DLQ_HEADERS_SCHEMA, componentSchemas);
+  // W3C trace context, on every topic's records (optional: written when the producer traces, or passes it on).
+  liftSchema(TRACE_HEADERS_SCHEMA, componentSchemas);
+  const traceparent = (componentSchemas.TraceContextHeaders as { properties: Record<string, Json> }).properties[H.traceparent];
   const messages: Record<string, Json> = {};
   for (const c of channels) {
     const recordHeaders: Json = {
@@ -91,6 +94,7 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
           ? { type: 'string', const: c.contract, description: 'The contract of the value, packages/contracts/schemas/<schema>.json.' }
           : { type: 'string' },
         [H.shopId]: { type: 'string', format: 'uuid' },
+        [H.traceparent]: traceparent,
         ...Object.fromEntries(Object.entries(c.extraHeaders ?? {}).map(([name, description]) => [name, { type: 'string', description }])),
       },
       required: c.contract ? [H.contentType, H.schema, H.shopId] : [],
@@ -126,7 +130,7 @@ export function buildAsyncApi(topics: TopicNames, brokers?: string[]): Json {
       title: 'Shopstream topics',
       version: '2026-04',
       description:
-        'The Kafka topics Shopstream owns. Records are JSON, keyed by shop id, with `content-type`, `schema` and `shop_id` headers; `schema` names the record contract (a version only grows; a breaking change is a new version). The JSON Schema files are in packages/contracts/schemas. Partitioning: murmur2 of the key bytes, as the Java client (see each message key).',
+        'The Kafka topics Shopstream owns. Records are JSON, keyed by shop id, with `content-type`, `schema` and `shop_id` headers; `schema` names the record contract (a version only grows; a breaking change is a new version). A W3C `traceparent` header carries the trace of the span that produced a record (OpenTelemetry messaging conventions): a consumer continues the trace from it. The JSON Schema files are in packages/contracts/schemas. Partitioning: murmur2 of the key bytes, as the Java client (see each message key).',
       license: { name: 'MIT', url: 'https://opensource.org/license/mit' },
       tags: [
         { name: 'records', description: 'Topics a service writes and others read.' },

@@ -1,7 +1,7 @@
 import { parentPort } from 'node:worker_threads';
 import type { ProjectionDefinition } from '@shopstream/bus';
 import { ConfigError, loadEnv, type Env } from '@shopstream/config';
-import { consumerStates, createLogger, registry, setConsumerDeadAfter, trackConsumer, type Logger } from '@shopstream/telemetry';
+import { consumerStates, createLogger, registry, setConsumerDeadAfter, startTracing, stopTracing, trackConsumer, type Logger } from '@shopstream/telemetry';
 import { openRuntime, type Runtime } from './runtime.js';
 import { exitOnSignals, serve, type ServiceFactory, type StartedService } from './service.js';
 
@@ -97,6 +97,8 @@ async function run(
 ): Promise<void> {
   const env = opts.env ?? loadEnv();
   setConsumerDeadAfter(env.CONSUMER_DEAD_AFTER_MS);
+  // Before anything opens: the bus, the database and the HTTP app are wrapped in spans only when it started.
+  const tracing = await startTracing(name);
   const chosen = opts.only ? services.filter((s) => s.name === opts.only) : services;
   if (chosen.length === 0) throw new Error(`no service named "${opts.only}"`);
   let stopping = false;
@@ -115,6 +117,8 @@ async function run(
 
   const rt = await openWithRetries(env, name, gotLogger);
   gotLogger(rt.logger);
+  if (tracing)
+    rt.logger.info({ otlp_endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
   const started: StartedService[] = [];
   const stopAll = async () => {
     for (const s of [...started].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));
@@ -149,6 +153,11 @@ async function run(
     });
     stop = served.stop;
     baseUrl = env.PUBLIC_BASE_URL ?? `http://localhost:${served.server.port}`;
+  }
+  if (tracing) {
+    const stopServices = stop;
+    // The spans of the drain included, before the process exits.
+    stop = () => stopServices().finally(() => stopTracing().catch((e) => rt.logger.warn({ err: e }, 'exporting the last spans failed')));
   }
   signals?.started(() => {
     stopping = true;

@@ -9,6 +9,7 @@ import {
   ownedTopicSpecs,
   securityFailure,
   topicNames,
+  tracedBus,
   type Bus,
   type OwnedTopicSpec,
   type TopicNames,
@@ -16,7 +17,8 @@ import {
 import { kafkaConnection, runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
-import { collectProcessMetrics, createLogger, gauge, type Logger } from '@shopstream/telemetry';
+import { collectProcessMetrics, createLogger, gauge, tracingEnabled, type Logger } from '@shopstream/telemetry';
+import { tracedDb } from './tracedDb.js';
 
 /** The ports a service is built from: one per process, shared by every service the process runs. */
 export interface Runtime {
@@ -50,7 +52,7 @@ export interface RuntimeOptions {
 export async function openRuntime(env: Env, name: string, options: RuntimeOptions = {}): Promise<Runtime> {
   const logger = createLogger(name, env.LOG_LEVEL, options.logTo === 'stderr' ? 2 : 1);
   collectProcessMetrics();
-  const db = await openDb(
+  const untracedDb = await openDb(
     env.DATABASE_URL
       ? { databaseUrl: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE, applicationName: `shopstream-${name}` }
       : {
@@ -65,9 +67,11 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
               : logger[e.why.startsWith('EMBEDDED_DB') || e.why.includes('holds a PGlite') ? 'info' : 'warn'](e, `embedded PGlite (${e.why})`),
         },
   );
+  // Tracing on (startTracing): a span per statement and per publish. Off: the ports themselves, nothing added.
+  const db = tracingEnabled() ? tracedDb(untracedDb, env.DATABASE_URL) : untracedDb;
   let opened: Bus | undefined;
   try {
-    await migrate(db, (m) => logger.info(m));
+    await migrate(untracedDb, (m) => logger.info(m));
     const kafka = env.KAFKA_BROKERS && {
       brokers: env.KAFKA_BROKERS,
       security: kafkaConnection(env),
@@ -79,12 +83,13 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       stallMs: env.INGEST_PUBLISH_STALL_MS,
       sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     };
-    const bus = kafka
+    const untraced = kafka
       ? env.KAFKA_CLIENT === 'platformatic'
         ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env) })
         : await createKafkaBus({ ...kafka, memberIds: memberIdStore(db, env) })
-      : await createPgLogBus({ db, logger });
-    opened = bus;
+      : await createPgLogBus({ db: untracedDb, logger });
+    opened = untraced;
+    const bus = tracingEnabled() ? tracedBus(untraced) : untraced;
     const topics = topicNames(env.TOPIC_PREFIX);
     const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
     await bus.ensureTopics(specs).catch((e: unknown) => {

@@ -114,3 +114,22 @@ export {
   type ConsumerState,
   type DeadConsumer,
 } from './consumerHealth.js';
+
+export {
+  TRACEPARENT,
+  SpanKind,
+  startTracing,
+  stopTracing,
+  tracingEnabled,
+  getTracer,
+  contextOf,
+  spanContextOf,
+  traceparentOf,
+  withSpan,
+  inSpan,
+  setSpanError,
+  endWithError,
+  type Attributes,
+  type Link,
+  type Span,
+} from './tracing.js';

@@ -87,4 +87,14 @@ describe('activity projection (given events records, when applied, then activiti
       expect((await rows(activities)).map((r) => r.id)).toEqual([event(4).activity_id]);
     });
   });
+
+  it("stores with the metric event's outbox row the traceparent of the record that created its Activity (passed on as it came: tracing is off here)", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await spec.given(raw(JSON.stringify(event(5)), { traceparent }), event(6)).then(async ({ emitted }) => {
+      expect(emitted.map((e) => [e.value.id, e.headers.traceparent])).toEqual([
+        [event(5).activity_id, traceparent],
+        [event(6).activity_id, undefined],
+      ]);
+    });
+  });
 });

@@ -17,8 +17,10 @@ export const activityProjection = defineProjection({
     return {
       async apply(tx, records) {
         const created = await projectActivities(tx, records);
+        // Each metric event continues the trace of the record that created its Activity (its traceparent).
+        const causes = new Map(records.map((r) => [r.value, r.record]));
         // In log order, so each shop's metric events keep the order of its events.
-        return created.map((e) => metricRecord(metricEventOf(e), topics.metrics));
+        return created.map((e) => metricRecord(metricEventOf(e), topics.metrics, causes.get(e)));
       },
     };
   },

@@ -1,5 +1,5 @@
 import { canCopy, copyRows, isUniqueViolation, sql, type Queryable } from '@shopstream/db';
-import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
+import type { BusRecord, EmittedRecord, ValidRecord } from '@shopstream/bus';
 import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
 /**
@@ -23,8 +23,8 @@ export function metricEventOf(e: EventRecord): MetricEvent {
   };
 }
 
-export function metricRecord(m: MetricEvent, topic: string): EmittedRecord {
-  return { topic, ...metricsTopic.record(m) };
+export function metricRecord(m: MetricEvent, topic: string, cause?: BusRecord): EmittedRecord {
+  return { topic, ...metricsTopic.record(m), ...(cause ? { cause } : {}) };
 }
 
 /** A record whose activity id derives from a key (remote_id or deduping_key): a replay has the same id. */

@@ -123,4 +123,18 @@ describe('flow matcher projection (given flows and metric events, when applied, 
         expect(rejected).toEqual([{ value: '{"id":"nope"}', reason: expect.stringMatching(/^schema: /) }]);
       });
   });
+
+  it("stores with each trigger's outbox row the traceparent of its metric event (passed on as it came: tracing is off here)", async () => {
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    await spec.given(raw(JSON.stringify(metric(2)), { traceparent }), metric(1)).then(({ emitted }) => {
+      // metric(2) (total 120) triggers both placed_order flows, metric(1) (total 60) the one without conditions.
+      expect(emitted.map((e) => [e.value.metric_event_id, e.value.flow_id, e.headers.traceparent]).sort()).toEqual(
+        [
+          [metric(2).id, bigOrders, traceparent],
+          [metric(2).id, anyOrder, traceparent],
+          [metric(1).id, anyOrder, undefined],
+        ].sort(),
+      );
+    });
+  });
 });

@@ -1,6 +1,6 @@
 import { v5 as uuidv5 } from 'uuid';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import type { EmittedRecord, ValidRecord } from '@shopstream/bus';
+import type { BusRecord, EmittedRecord, ValidRecord } from '@shopstream/bus';
 import { flowTriggersTopic, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import { matchFlow } from './matchFlow.js';
@@ -19,6 +19,8 @@ export const triggerId = (flowId: string, metricEventId: string): string => uuid
  */
 export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEvent>[], index: FlowIndex, topic: string): Promise<EmittedRecord[]> {
   const candidates: FlowTriggerRecord[] = [];
+  // The metric record each trigger comes from: the trigger's record continues its trace (traceparent).
+  const causes = new Map<FlowTriggerRecord, BusRecord>();
   // A metric event may be in the log twice (at least once): the first copy wins, also within one batch.
   const seen = new Set<string>();
   for (const { record, value: m } of records) {
@@ -26,7 +28,7 @@ export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEv
       const id = triggerId(flow.id, m.id);
       if (seen.has(id) || !matchFlow(flow.trigger, m)) continue;
       seen.add(id);
-      candidates.push({
+      const candidate: FlowTriggerRecord = {
         id,
         shop_id: m.shop_id,
         flow_id: flow.id,
@@ -35,7 +37,9 @@ export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEv
         contact_id: m.contact?.id ?? null,
         metric_name: m.metric_name,
         matched_at: new Date(record.timestamp).toISOString(),
-      });
+      };
+      candidates.push(candidate);
+      causes.set(candidate, record);
     }
   }
   if (candidates.length === 0) return [];
@@ -54,5 +58,5 @@ export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEv
   const fresh = new Set(inserted);
   const created = candidates.filter((c) => fresh.has(c.id));
   matches.inc(created.length);
-  return created.map((t) => ({ topic, ...flowTriggersTopic.record(t) }));
+  return created.map((t) => ({ topic, ...flowTriggersTopic.record(t), cause: causes.get(t) }));
 }
