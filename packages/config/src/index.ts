@@ -102,6 +102,13 @@ export const envSchema = z.object({
     .default(1024 * 1024),
   INGEST_MAX_LARGE_BODIES: z.coerce.number().int().min(1).default(2),
   INGEST_LARGE_BODY_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
+  // Personal data (docs/privacy.md). The master keys that wrap each contact's data key: base64 of 32 bytes (or 64
+  // hex digits), several separated by commas, the first current; or a file of them, one per line. Neither: the
+  // embedded mode makes one in DATA_DIR; the distributed mode keeps one in the database and warns at start.
+  PRIVACY_MASTER_KEY: z.string().optional(),
+  PRIVACY_MASTER_KEY_FILE: z.string().optional(),
+  // How often the erasure worker (in query-api) looks for deletion jobs it was not told about.
+  ERASURE_POLL_MS: int(1_000),
 });
 export type Env = z.infer<typeof envSchema>;
 

@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { eventRecordSchema } from './records.js';
 import { topicDefinitions } from './topicDefinitions.js';
+import { schemas } from './topics.js';
 import { headers as H } from './topics.js';
 
 /** The headers of a dead letter on `<topic>.dlq`, beside the original record's own headers (kept as they were). */
@@ -20,6 +22,8 @@ export const DLQ_HEADERS_SCHEMA = 'dlq-headers.v1';
  * (`metric-event.v2`), published beside the old one (docs/versioning.md).
  */
 export const topicContracts: Record<string, z.ZodType> = {
+  // Still on `events` (kept forever) and still read: records written before event-recorded.v2.
+  [schemas.eventRecorded]: eventRecordSchema,
   ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
 };

@@ -1,10 +1,12 @@
 import { defineProjection } from '@shopstream/bus';
 import { eventsTopic, metricsTopic } from '@shopstream/contracts';
+import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
 import { metricEventOf, metricRecord, projectActivities } from './projectActivities.js';
 
 /**
  * `events` -> activities and contact_timeline, and one `metrics` record per new Activity (at least once,
- * same id). A replayed event creates nothing and emits nothing.
+ * same id). A replayed event creates nothing and emits nothing. Sealed records are opened with their contact's
+ * data key; a record of an erased contact is applied as erased: it creates and emits nothing (docs/privacy.md).
  */
 export const activityProjection = defineProjection({
   name: 'activity-projector',
@@ -13,10 +15,11 @@ export const activityProjection = defineProjection({
   topic: eventsTopic,
   emits: [metricsTopic],
   tables: ['activities', 'contact_timeline'],
-  async open({ topics }) {
+  async open({ db, logger, topics, env }) {
+    const keys = new KeyCache(await openKeyring({ env: env ?? process.env, db, logger }));
     return {
       async apply(tx, records) {
-        const created = await projectActivities(tx, records);
+        const created = await projectActivities(tx, await openEventRecords(tx, keys, records, logger));
         // In log order, so each shop's metric events keep the order of its events.
         return created.map((e) => metricRecord(metricEventOf(e), topics.metrics));
       },

@@ -1,3 +1,4 @@
+import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import type { ServiceFactory } from '@shopstream/runtime';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
@@ -5,6 +6,7 @@ import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from '
 export { activityId, activityKey } from './activityId.js';
 export { buildRecord } from './recordEvents.js';
 export { contactStore } from './contactStore.js';
+export { normalizePhone } from './parseEvent.js';
 
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
@@ -13,7 +15,8 @@ export { contactStore } from './contactStore.js';
 export const startIngestApi: ServiceFactory = async (rt) => {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const { router, openapi } = eventRoutes(rt, contacts, limiter);
+  const keys = new ContactKeys(rt.db, await openKeyring(rt));
+  const { router, openapi } = eventRoutes(rt, contacts, keys, limiter);
   return {
     name: 'ingest-api',
     router,

@@ -1,6 +1,7 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import { eventsTopic, type Contact, type EventAccepted, type EventInput, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
+import { sealEventRecords, type ContactKeys } from '@shopstream/privacy';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { activityId, activityKey } from './activityId.js';
@@ -12,6 +13,8 @@ export interface IngestPorts {
   contacts: ContactResolver;
   bus: Bus;
   eventsTopic: string;
+  /** The contacts' data keys the personal fields are sealed with (docs/privacy.md). */
+  keys: ContactKeys;
 }
 
 export interface IngestRequest {
@@ -65,7 +68,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
   const receivedAt = req.receivedAt.toISOString();
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
-  const records: OutgoingRecord[] = [];
+  const values: EventRecord[] = [];
   for (const { index, event } of valid) {
     const key = activityKey(event);
     const id = activityId(req.shopId, key);
@@ -74,9 +77,11 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
     // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
     if (published.has(id)) continue;
     published.add(id);
-    records.push(eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })));
+    values.push(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt }));
     await slice();
   }
+  // The one place personal data is sealed before it reaches the log: the values as they go on `events`.
+  const records: OutgoingRecord[] = (await sealEventRecords(ports.keys, req.shopId, values)).map((v) => eventsTopic.record(v));
 
   const invalidCount = items.length - valid.length;
   try {
