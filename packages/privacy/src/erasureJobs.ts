@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { v5 as uuidv5, v7 as uuidv7 } from 'uuid';
 import { appendToOutbox, type EmittedRecord } from '@shopstream/bus';
 import { erasuresTopic, type DeletionJob, type DeletionJobAccepted, type DeletionJobStatus, type IdentifierKind } from '@shopstream/contracts';
-import { isDataError, queryRow, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
+import { isDataError, queryRow, queryRows, sql, type Db, type Queryable, type Row, type SQLQuery } from '@shopstream/db';
 import { contactIdKnown, eraseContacts } from './eraseContacts.js';
 import { UnknownMasterKeyError, type Keyring } from './keyring.js';
 
@@ -104,16 +104,37 @@ async function contactsNamed(tx: Queryable, shopId: string, kind: IdentifierKind
 
 /**
  * Claims the oldest job not done (queued, or running and left by a worker that died: its row is not locked),
- * marks it running, and runs it in one transaction that holds its row: the erasure, the `erasures` records
- * (through the outbox, so they exist exactly when the erasure does) and the job's completion commit together, and
- * a crash anywhere leaves the job to the next claim. Returns the job id it ran, or null when none was waiting.
+ * marks it running, and runs it (runClaimed). Returns the job id it ran, or null when none was waiting.
  */
 export async function runNextErasureJob(deps: ErasureDeps, log: { warn(obj: object, msg: string): void }): Promise<string | null> {
+  return runClaimed(
+    deps,
+    log,
+    sql`SELECT shop_id, id FROM erasure_jobs WHERE status IN ('queued', 'running') ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED`,
+  );
+}
+
+/** Runs one job of a shop now unless another worker holds it (`pnpm cli privacy erase`); its id, or null when not run here. */
+export async function runErasureJob(deps: ErasureDeps, shopId: string, id: string, log: { warn(obj: object, msg: string): void }): Promise<string | null> {
+  return runClaimed(
+    deps,
+    log,
+    sql`SELECT shop_id, id FROM erasure_jobs WHERE shop_id = ${shopId} AND id = ${id} AND status IN ('queued', 'running') FOR UPDATE SKIP LOCKED`,
+  );
+}
+
+/**
+ * Marks the job `pick` selects running and runs it in one transaction that holds its row: the erasure, the
+ * `erasures` records (through the outbox, so they exist exactly when the erasure does) and the job's completion
+ * commit together, and a crash anywhere leaves the job to the next claim. A job whose run fails is tried again by
+ * the next claim, and marked failed after MAX_ATTEMPTS or at once when the database refuses its data.
+ */
+async function runClaimed(deps: ErasureDeps, log: { warn(obj: object, msg: string): void }, pick: SQLQuery): Promise<string | null> {
   const claimed = await queryRow(
     deps.db,
     sql`
     UPDATE erasure_jobs j SET status = 'running', started_at = coalesce(j.started_at, now()), attempts = j.attempts + 1
-    FROM (SELECT shop_id, id FROM erasure_jobs WHERE status IN ('queued', 'running') ORDER BY requested_at LIMIT 1 FOR UPDATE SKIP LOCKED) c
+    FROM (${pick}) c
     WHERE j.shop_id = c.shop_id AND j.id = c.id
     RETURNING j.shop_id, j.id, j.attempts`,
     (r) => ({ shopId: String(r.shop_id), id: String(r.id), attempts: Number(r.attempts) }),

@@ -3,6 +3,6 @@ export { ContactKeys, KeyCache, contactStates, type ContactRef } from './dataKey
 export { sealEventRecords, openEventRecords } from './sealEvents.js';
 export { withoutErasedConversations } from './erasedConversations.js';
 export { withoutErasedContacts } from './erasedContacts.js';
-export { erasureJobs } from './erasureJobs.js';
+export { erasureJobs, runErasureJob } from './erasureJobs.js';
 export { startErasureWorker, type ErasureWorker } from './erasureWorker.js';
 export { rotateMasterKey } from './rotateMasterKey.js';

@@ -25,7 +25,7 @@ export function privacyRoutes(rt: Runtime, keyring: Keyring, kick: () => void) {
         'A job that matches no contact completes with contacts_erased 0. The job keeps who asked (the API key), when, and a salted hash of the identifier, never the identifier.',
       tags,
       body: { schema: deletionJobRequestSchema, what: 'The deletion request', limit: '16kb', example: { email: 'ada@example.com' } },
-      responses: { 202: { description: 'Queued: follow it at /data-privacy/deletion-jobs/{id}/.', schema: deletionJobAcceptedSchema } },
+      responses: { 202: { description: 'Queued.', schema: deletionJobAcceptedSchema, headers: { Location: "The job's URL: follow it there." } } },
       errors: [400, 401, 403, 413, 415],
       async handler(req, res, { body }) {
         const { kind, value: raw } = identifierOf(body);
