@@ -8,6 +8,7 @@ import { serviceFactories } from '@shopstream/all-in-one';
 import { activityProjection } from '@shopstream/activity-projector';
 import { flowMatcherProjection } from '@shopstream/flow-matcher';
 import { conversationProjection } from '@shopstream/conversation-projector';
+import { ShopstreamClient } from '@shopstream/client';
 import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import { conversationWithMessage } from '@shopstream/testkit';
 
@@ -236,7 +237,12 @@ describe('forget a person', () => {
     for (const p of [byPhone, byRemote, byId]) await projected(p);
     expect(await erase({ phone: byPhone.phone.replace('+1', '+1 ') })).toMatchObject({ status: 'completed', contacts_erased: 1 });
     expect(await erase({ remote_id: byRemote.remote_id })).toMatchObject({ status: 'completed', contacts_erased: 1 });
-    expect(await erase({ contact_id: byId.contactId })).toMatchObject({ status: 'completed', contacts_erased: 1 });
+    // Through @shopstream/client.
+    const client = new ShopstreamClient({ baseUrl: server.baseUrl, apiKey: shop.key, shopId: shop.shopId });
+    const queued = await client.requestDeletion({ contact_id: byId.contactId });
+    expect(queued.status).toBe('queued');
+    expect(await client.waitForDeletion(queued.id, { intervalMs: 100 })).toMatchObject({ id: queued.id, status: 'completed', contacts_erased: 1 });
+    await client.close();
     for (const p of [byPhone, byRemote, byId]) {
       expect(await rowsOf(p)).toEqual(gone);
       expect(await reads(p)).toEqual(readsErased);

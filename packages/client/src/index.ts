@@ -16,6 +16,7 @@ import type {
   flowCreateSchema,
   flowUpdateSchema,
 } from '@shopstream/contracts';
+import type { DeletionJob, DeletionJobAccepted } from '@shopstream/contracts';
 
 /** An event as a producer sends it (`POST /v2026-04/events/`). */
 export type EventInput = z.input<typeof eventInputSchema>;
@@ -206,6 +207,25 @@ export class ShopstreamClient {
    */
   exportConversations(params: ExportParams = {}): AsyncIterable<Conversation> {
     return this.pages<Conversation>(`/conversations/export/?${query(params as Record<string, unknown>)}`);
+  }
+
+  /**
+   * Erases a person (docs/privacy.md): queues a deletion job for exactly one identifier; the job runs in the
+   * background. Follow it with waitForDeletion.
+   */
+  requestDeletion(identifier: { email: string } | { phone: string } | { remote_id: string } | { contact_id: string }): Promise<DeletionJobAccepted> {
+    return this.request<DeletionJobAccepted>('POST', '/data-privacy/deletion-jobs/', identifier).then((r) => r.body);
+  }
+
+  /** Waits until a deletion job is completed or failed (polling every intervalMs, default 1 s) and gives it; throws after timeoutMs (default 10 min). */
+  async waitForDeletion(id: string, opts: { intervalMs?: number; timeoutMs?: number } = {}): Promise<DeletionJob> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 600_000);
+    for (;;) {
+      const job = (await this.request<DeletionJob>('GET', `/data-privacy/deletion-jobs/${encodeURIComponent(id)}/`)).body;
+      if (job.status === 'completed' || job.status === 'failed') return job;
+      if (Date.now() >= deadline) throw new Error(`deletion job ${id} is still ${job.status} after ${opts.timeoutMs ?? 600_000} ms`);
+      await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
+    }
   }
 
   private async *pagesOf<T>(first: string): AsyncGenerator<T> {
