@@ -110,6 +110,18 @@ export type SealedEventRecord = z.infer<typeof sealedEventRecordSchema>;
 export const storedEventRecordSchema = z.union([sealedEventRecordSchema, eventRecordSchema]).meta({ id: 'EventRecordedV2' });
 export type StoredEventRecord = z.infer<typeof storedEventRecordSchema>;
 
+/**
+ * storedEventRecordSchema as consumers decode with it: the form is chosen by `sealed` first, so a record that
+ * fails says which field of that form failed (a union's error names none).
+ */
+export const storedEventRecordDecoder = z.unknown().transform((v, ctx): StoredEventRecord => {
+  const form = v !== null && typeof v === 'object' && 'sealed' in v ? sealedEventRecordSchema : eventRecordSchema;
+  const r = form.safeParse(v);
+  if (r.success) return r.data;
+  for (const issue of r.error.issues) ctx.issues.push({ code: 'custom', message: issue.message, path: issue.path, input: v });
+  return z.NEVER;
+});
+
 /** Value of a record on `metrics` (schema `metric-event.v1`): one per new Activity. `id` equals the activity id. */
 export const metricEventSchema = z
   .object({

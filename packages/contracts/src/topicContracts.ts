@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { eventRecordSchema } from './records.js';
+import { eventRecordSchema, storedEventRecordSchema } from './records.js';
 import { topicDefinitions } from './topicDefinitions.js';
 import { schemas } from './topics.js';
 import { headers as H } from './topics.js';
@@ -25,6 +25,8 @@ export const topicContracts: Record<string, z.ZodType> = {
   // Still on `events` (kept forever) and still read: records written before event-recorded.v2.
   [schemas.eventRecorded]: eventRecordSchema,
   ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
+  // `events` decodes with a transform that picks the form; its contract is the union of both forms.
+  [schemas.eventRecordedV2]: storedEventRecordSchema,
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
 };
 

@@ -4,7 +4,7 @@ import { erasureRecordSchema, type ErasureRecord } from './privacy.js';
 import {
   flowTriggerRecordSchema,
   metricEventSchema,
-  storedEventRecordSchema,
+  storedEventRecordDecoder,
   type FlowTriggerRecord,
   type MetricEvent,
   type StoredEventRecord,
@@ -19,7 +19,8 @@ const metricNameHeader = {
 export const eventsTopic = defineTopic<StoredEventRecord>({
   name: topics.events,
   message: 'eventRecordedV2',
-  schema: storedEventRecordSchema,
+  // Decodes by form; the contract (JSON Schema) is storedEventRecordSchema (topicContracts).
+  schema: storedEventRecordDecoder,
   role: 'source',
   doc: {
     title: 'An event was recorded',

@@ -79,12 +79,13 @@ async function loadKeys(src: KeyringSource): Promise<{ keys: Buffer[]; from: str
 const STORED = 'the database (table privacy_master_keys)';
 
 const storedKeys = (db: Queryable) =>
-  queryRows(db, sql`SELECT key FROM privacy_master_keys ORDER BY seq DESC`, (r) => parseMasterKey(String(r.key), 'privacy_master_keys'));
+  queryRows(db, sql`SELECT key FROM privacy_master_keys ORDER BY seq`, (r) => parseMasterKey(String(r.key), 'privacy_master_keys'));
 
 async function databaseKeys(db: Queryable): Promise<Buffer[]> {
   let keys = await storedKeys(db);
   if (keys.length === 0) {
-    // Processes starting at once: the advisory lock makes one of them the maker.
+    // Processes starting at once may each insert one (the statement's snapshot predates the lock it waits for):
+    // then the oldest is every process's current key, and the others only ever unwrap nothing.
     await db.query(sql`
       INSERT INTO privacy_master_keys (key) SELECT ${newMasterKeyText()}
       FROM (SELECT pg_advisory_xact_lock(74203)) l WHERE NOT EXISTS (SELECT 1 FROM privacy_master_keys)`);
