@@ -230,6 +230,44 @@ describe('forget a person', () => {
     expect(await reads(bystander)).toEqual(readsPresent);
   });
 
+  it('upstream conversations: a contact id only conversations name is erased, and what producers send for it later is skipped', async () => {
+    const contactId = randomUUID();
+    const exportOf = async () =>
+      (await call('GET', `/conversations/export/?contact_id=${contactId}&created_at__range=2026-03-20T00:00:00Z,2026-04-10T00:00:00Z`)).body.results as {
+        id: string;
+        messages: unknown[];
+      }[];
+    const [conv, msg] = conversationWithMessage(shop.shopId, { at: '2026-04-02T10:00:00Z', text: 'upstream secret', contact_id: contactId });
+    await rt.bus.publish(
+      rt.topics.conversations,
+      [conv, msg].map((v) => conversationsTopic.record(v)),
+    );
+    await waitFor(async () => (await exportOf()).length === 1, { message: 'the upstream conversation projected' });
+    expect(await erase({ contact_id: contactId })).toMatchObject({ status: 'completed', contacts_erased: 1 });
+    expect(await exportOf()).toEqual([]);
+    // Later, the producer sends a message of that conversation, an update of it, and a new conversation of the contact.
+    const [later, laterMsg] = conversationWithMessage(shop.shopId, { at: '2026-04-03T10:00:00Z', text: 'later secret', contact_id: contactId });
+    const again = { ...conv, conversation: { ...conv.conversation, updated_at: '2026-04-04T10:00:00Z', title: 'updated' } };
+    const extra = { ...msg, message: { ...msg.message, id: randomUUID(), created_at: '2026-04-02T11:00:00Z', text: 'another' } };
+    // And a conversation without a contact after them, to know they were all consumed (one partition: one shop).
+    const [marker] = conversationWithMessage(shop.shopId, { at: '2026-04-05T10:00:00Z', text: 'marker' });
+    await rt.bus.publish(
+      rt.topics.conversations,
+      [extra, again, later, laterMsg, marker].map((v) => conversationsTopic.record(v)),
+    );
+    await waitFor(
+      async () => (await count(sql`SELECT count(*) AS n FROM conversations WHERE shop_id = ${shop.shopId} AND id = ${marker.conversation.id}`)) === 1,
+      { message: 'the marker projected' },
+    );
+    expect(await exportOf()).toEqual([]);
+    expect(await count(sql`SELECT count(*) AS n FROM conversations WHERE shop_id = ${shop.shopId} AND contact_id = ${contactId}`)).toBe(0);
+    expect(
+      await count(
+        sql`SELECT count(*) AS n FROM conversation_messages WHERE shop_id = ${shop.shopId} AND conversation_id = ANY(${[conv.conversation.id, later.conversation.id]}::uuid[])`,
+      ),
+    ).toBe(0);
+  });
+
   it('jobs by phone, remote_id and contact id erase theirs too; the same identifier later makes a new contact', async () => {
     const byPhone = await person('phone');
     const byRemote = await person('remote');
