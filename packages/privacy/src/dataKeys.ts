@@ -12,7 +12,8 @@ export interface DataKey {
 /** What a wrapped data key is bound to: it unwraps only for its own contact and key id. */
 const wrapAad = (shopId: string, contactId: string, keyId: string) => `contact-key/${shopId}/${contactId}/${keyId}`;
 
-const CACHE_MAX = 50_000;
+/** Keys a process remembers (about 150 bytes each); past it the cache starts again, as the other caches here do. */
+const CACHE_MAX = 200_000;
 
 /**
  * The unwrapped data keys a process has used, by key id: a key never changes once made, and is only ever
@@ -71,44 +72,58 @@ export class ContactKeys {
     this.unwrapped = new KeyCache(keyring);
   }
 
-  /** The data key of each contact of the shop, made where missing. */
+  /**
+   * The data key of each contact of the shop, made where missing: the cached ones, then one look-up of the
+   * others (a returning customer's key exists), then one insert of those still missing; a key another replica
+   * inserted meanwhile (a conflict) is read back.
+   */
   async forContacts(shopId: string, contactIds: string[]): Promise<Map<string, DataKey>> {
     const out = new Map<string, DataKey>();
-    const missing: string[] = [];
+    let missing: string[] = [];
     for (const id of new Set(contactIds)) {
       const hit = this.cache.get(`${shopId}/${id}`);
       if (hit) out.set(id, hit);
       else missing.push(id);
     }
     if (missing.length === 0) return out;
+    const remember = (contactId: string, k: DataKey) => {
+      if (this.cache.size >= CACHE_MAX) this.cache.clear();
+      this.cache.set(`${shopId}/${contactId}`, k);
+      out.set(contactId, k);
+    };
+    const readBack = async (ids: string[]) => {
+      const rows = await queryRows(
+        this.db,
+        sql`SELECT shop_id, contact_id, key_id, master_id, wrapped FROM contact_keys WHERE shop_id = ${shopId} AND contact_id = ANY(${ids}::uuid[])`,
+        keyRow,
+      );
+      for (const row of rows) remember(row.contact_id, { keyId: row.key_id, key: await this.unwrapped.unwrap(row) });
+    };
+    await readBack(missing);
+    missing = missing.filter((id) => !out.has(id));
+    if (missing.length === 0) return out;
     const made = missing.map((contactId) => {
       const keyId = uuidv4();
       const key = newKey();
       const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(shopId, contactId, keyId));
-      return { contactId, keyId, masterId, wrapped };
+      return { contactId, keyId, key, masterId, wrapped };
     });
-    await this.db.query(sql`
+    const inserted = await this.db.query(sql`
       INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
       SELECT ${shopId}::uuid, k.contact_id, k.key_id, k.master_id, k.wrapped
       FROM unnest(${made.map((m) => m.contactId)}::uuid[], ${made.map((m) => m.keyId)}::uuid[], ${made.map((m) => m.masterId)}::text[],
                   ${made.map((m) => m.wrapped)}::text[]) AS k(contact_id, key_id, master_id, wrapped)
       WHERE NOT EXISTS (SELECT 1 FROM erased_contacts e WHERE e.shop_id = ${shopId}::uuid AND e.contact_id = k.contact_id)
-      ON CONFLICT (shop_id, contact_id) DO NOTHING`);
-    const rows = await queryRows(
-      this.db,
-      sql`SELECT shop_id, contact_id, key_id, master_id, wrapped FROM contact_keys WHERE shop_id = ${shopId} AND contact_id = ANY(${missing}::uuid[])`,
-      keyRow,
-    );
-    for (const row of rows) {
-      const k = { keyId: row.key_id, key: await this.unwrapped.unwrap(row) };
-      this.cache.set(`${shopId}/${row.contact_id}`, k);
-      out.set(row.contact_id, k);
-    }
+      ON CONFLICT (shop_id, contact_id) DO NOTHING
+      RETURNING contact_id`);
+    const ours = new Set(inserted.map((r) => String(r.contact_id)));
+    for (const m of made) if (ours.has(m.contactId)) remember(m.contactId, { keyId: m.keyId, key: m.key });
+    const lost = missing.filter((id) => !ours.has(id));
+    if (lost.length > 0) await readBack(lost);
     for (const id of missing) {
-      // Erased meanwhile: sealed under a key nobody keeps.
+      // Erased meanwhile: sealed under a key nobody keeps (and not remembered).
       if (!out.has(id)) out.set(id, { keyId: uuidv4(), key: newKey() });
     }
-    if (this.cache.size >= CACHE_MAX) this.cache.clear();
     return out;
   }
 }
