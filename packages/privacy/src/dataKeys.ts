@@ -1,4 +1,5 @@
 import { v4 as uuidv4 } from 'uuid';
+import { createMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
 import { newKey } from './aead.js';
 import { UnknownMasterKeyError, type Keyring } from './keyring.js';
@@ -56,75 +57,103 @@ const keyRow = (r: Record<string, unknown>): KeyRow => ({
   wrapped: String(r.wrapped),
 });
 
+interface KeyRequest {
+  shopId: string;
+  contactIds: string[];
+  keys?: Map<string, DataKey>;
+}
+
 /**
  * The data keys ingest seals with: one per contact, made on the contact's first event (concurrent replicas
- * agree on one: the first insert wins) and remembered. A contact already erased gets no key: its records are
- * sealed under a throw-away key, which no reader can open (they are read as erased).
+ * agree on one: the first insert wins) and remembered. The look-ups of concurrent requests are gathered for
+ * `lingerMs` into one (as the contact look-ups are): one SELECT of the keys that exist, one INSERT of those still
+ * missing, a read-back of the ones another replica inserted meanwhile. A contact already erased gets no key: its
+ * records are sealed under a throw-away key, which no reader can open (they are read as erased).
  */
 export class ContactKeys {
   private readonly cache = new Map<string, DataKey>();
   private readonly unwrapped: KeyCache;
+  private readonly batcher;
 
   constructor(
     private readonly db: Queryable,
     private readonly keyring: Keyring,
+    opts: { lingerMs?: number } = {},
   ) {
     this.unwrapped = new KeyCache(keyring);
+    this.batcher = createMicroBatcher<KeyRequest>({
+      lingerMs: opts.lingerMs ?? 0,
+      maxWeight: 2_000,
+      weight: (r) => r.contactIds.length,
+      flush: (requests) => this.fetch(requests),
+    });
   }
 
-  /**
-   * The data key of each contact of the shop, made where missing: the cached ones, then one look-up of the
-   * others (a returning customer's key exists), then one insert of those still missing; a key another replica
-   * inserted meanwhile (a conflict) is read back.
-   */
+  /** The data key of each contact of the shop, made where missing. */
   async forContacts(shopId: string, contactIds: string[]): Promise<Map<string, DataKey>> {
     const out = new Map<string, DataKey>();
-    let missing: string[] = [];
+    const missing: string[] = [];
     for (const id of new Set(contactIds)) {
       const hit = this.cache.get(`${shopId}/${id}`);
       if (hit) out.set(id, hit);
       else missing.push(id);
     }
     if (missing.length === 0) return out;
-    const remember = (contactId: string, k: DataKey) => {
-      if (this.cache.size >= CACHE_MAX) this.cache.clear();
-      this.cache.set(`${shopId}/${contactId}`, k);
-      out.set(contactId, k);
-    };
-    const readBack = async (ids: string[]) => {
+    const request: KeyRequest = { shopId, contactIds: missing };
+    await this.batcher.add(request);
+    for (const [id, k] of request.keys!) out.set(id, k);
+    return out;
+  }
+
+  /** Waits for the look-ups in progress. */
+  close(): Promise<void> {
+    return this.batcher.close();
+  }
+
+  private async fetch(requests: KeyRequest[]): Promise<void> {
+    const found = new Map<string, DataKey>();
+    const k = (shopId: string, contactId: string) => `${shopId}/${contactId}`;
+    const pairs = [...new Map(requests.flatMap((r) => r.contactIds.map((c) => [k(r.shopId, c), { shop: r.shopId, contact: c }] as const))).values()];
+    const readBack = async (of: { shop: string; contact: string }[]) => {
       const rows = await queryRows(
         this.db,
-        sql`SELECT shop_id, contact_id, key_id, master_id, wrapped FROM contact_keys WHERE shop_id = ${shopId} AND contact_id = ANY(${ids}::uuid[])`,
+        sql`
+        SELECT c.shop_id, c.contact_id, c.key_id, c.master_id, c.wrapped FROM contact_keys c
+        WHERE (c.shop_id, c.contact_id) IN (SELECT * FROM unnest(${of.map((p) => p.shop)}::uuid[], ${of.map((p) => p.contact)}::uuid[]))`,
         keyRow,
       );
-      for (const row of rows) remember(row.contact_id, { keyId: row.key_id, key: await this.unwrapped.unwrap(row) });
+      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: await this.unwrapped.unwrap(row) });
     };
-    await readBack(missing);
-    missing = missing.filter((id) => !out.has(id));
-    if (missing.length === 0) return out;
-    const made = missing.map((contactId) => {
-      const keyId = uuidv4();
-      const key = newKey();
-      const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(shopId, contactId, keyId));
-      return { contactId, keyId, key, masterId, wrapped };
-    });
-    const inserted = await this.db.query(sql`
-      INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
-      SELECT ${shopId}::uuid, k.contact_id, k.key_id, k.master_id, k.wrapped
-      FROM unnest(${made.map((m) => m.contactId)}::uuid[], ${made.map((m) => m.keyId)}::uuid[], ${made.map((m) => m.masterId)}::text[],
-                  ${made.map((m) => m.wrapped)}::text[]) AS k(contact_id, key_id, master_id, wrapped)
-      WHERE NOT EXISTS (SELECT 1 FROM erased_contacts e WHERE e.shop_id = ${shopId}::uuid AND e.contact_id = k.contact_id)
-      ON CONFLICT (shop_id, contact_id) DO NOTHING
-      RETURNING contact_id`);
-    const ours = new Set(inserted.map((r) => String(r.contact_id)));
-    for (const m of made) if (ours.has(m.contactId)) remember(m.contactId, { keyId: m.keyId, key: m.key });
-    const lost = missing.filter((id) => !ours.has(id));
-    if (lost.length > 0) await readBack(lost);
-    for (const id of missing) {
-      // Erased meanwhile: sealed under a key nobody keeps (and not remembered).
-      if (!out.has(id)) out.set(id, { keyId: uuidv4(), key: newKey() });
+    await readBack(pairs);
+    const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));
+    if (missing.length > 0) {
+      const made = missing.map((p) => {
+        const keyId = uuidv4();
+        const key = newKey();
+        const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(p.shop, p.contact, keyId));
+        return { ...p, keyId, key, masterId, wrapped };
+      });
+      const inserted = await this.db.query(sql`
+        INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
+        SELECT k.shop_id, k.contact_id, k.key_id, k.master_id, k.wrapped
+        FROM unnest(${made.map((m) => m.shop)}::uuid[], ${made.map((m) => m.contact)}::uuid[], ${made.map((m) => m.keyId)}::uuid[],
+                    ${made.map((m) => m.masterId)}::text[], ${made.map((m) => m.wrapped)}::text[]) AS k(shop_id, contact_id, key_id, master_id, wrapped)
+        WHERE NOT EXISTS (SELECT 1 FROM erased_contacts e WHERE e.shop_id = k.shop_id AND e.contact_id = k.contact_id)
+        ON CONFLICT (shop_id, contact_id) DO NOTHING
+        RETURNING shop_id, contact_id`);
+      const ours = new Set(inserted.map((r) => k(String(r.shop_id), String(r.contact_id))));
+      for (const m of made) if (ours.has(k(m.shop, m.contact))) found.set(k(m.shop, m.contact), { keyId: m.keyId, key: m.key });
+      const lost = missing.filter((p) => !ours.has(k(p.shop, p.contact)));
+      if (lost.length > 0) await readBack(lost);
     }
-    return out;
+    for (const [key, dataKey] of found) {
+      if (this.cache.size >= CACHE_MAX) this.cache.clear();
+      this.cache.set(key, dataKey);
+    }
+    for (const r of requests) {
+      // A contact erased meanwhile: sealed under a key nobody keeps (and not remembered).
+      r.keys = new Map(r.contactIds.map((c) => [c, found.get(k(r.shopId, c)) ?? { keyId: uuidv4(), key: newKey() }]));
+    }
   }
 }
 

@@ -15,7 +15,7 @@ export { normalizePhone } from './parseEvent.js';
 export const startIngestApi: ServiceFactory = async (rt) => {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const keys = new ContactKeys(rt.db, await openKeyring(rt));
+  const keys = new ContactKeys(rt.db, await openKeyring(rt), { lingerMs: rt.env.INGEST_LINGER_MS });
   const { router, openapi } = eventRoutes(rt, contacts, keys, limiter);
   return {
     name: 'ingest-api',
@@ -24,6 +24,7 @@ export const startIngestApi: ServiceFactory = async (rt) => {
     shed: shedOf(shedUnknownKeys(rt), shedOverLimit(rt, limiter)),
     async stop() {
       await contacts.close();
+      await keys.close();
       await limiter.close();
     },
   };
