@@ -50,7 +50,7 @@ afterAll(async () => {
 it('answers 403 on every operation for a key not granted the shop, and changes nothing', async () => {
   const before = await snapshot(call, a, A);
   const attempts = crossShopAttempts(doc, A, b, '00000000-0000-4000-8000-000000000000', a.shopId).filter((t) => t.kind === 'foreign-key');
-  expect(attempts.length).toBe(12);
+  expect(attempts.length).toBe(14);
   for (const t of attempts) {
     const r = await call(b, t.method, t.path, t.body, t.headers);
     expect({ op: t.op, status: r.status, code: r.body?.error?.code }).toEqual({ op: t.op, ...t.expected });
@@ -69,9 +69,9 @@ it("answers 404 for another shop's ids and 400 for its cursors, under the shop's
   const own = await ownEventWithForeignContact(call, b, A);
   expect(own.problem).toBeUndefined();
   const attempts = crossShopAttempts(doc, A, b, own.contact!, a.shopId).filter((t) => t.kind !== 'foreign-key');
-  // A's ids in every operation that takes one (activity, timeline, flow GET/PATCH/DELETE, triggers), A's cursors
+  // A's ids in every operation that takes one (activity, timeline, flow GET/PATCH/DELETE, triggers, deletion job), A's cursors
   // on each list, A's timeline cursor on B's own contact, and B's own lists.
-  expect(attempts.filter((t) => t.kind === 'foreign-id').length).toBe(6);
+  expect(attempts.filter((t) => t.kind === 'foreign-id').length).toBe(7);
   expect(attempts.filter((t) => t.kind === 'foreign-cursor').length).toBe(Object.keys(A.cursors).length + 1);
   for (const t of attempts) {
     const r = await call(b, t.method, t.path, t.body, t.headers);

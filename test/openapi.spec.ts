@@ -619,6 +619,55 @@ describe('every operation, answers checked against the document', () => {
     });
   });
 
+  describe('data privacy', () => {
+    it('POST a deletion job: 202, 400, 413, 415; GET it: 200 (completed), 404', async () => {
+      const col = '/v2026-04/data-privacy/deletion-jobs/';
+      const one = '/v2026-04/data-privacy/deletion-jobs/{id}/';
+      const created = await call({
+        method: 'post',
+        template: col,
+        headers: a.headers,
+        body: { email: `nobody-${randomUUID()}@example.com` },
+        documented: true,
+      });
+      expect(created.status).toBe(202);
+      expect(created.body.status).toBe('queued');
+      expect(created.headers.get('location')).toBe(`/v2026-04/data-privacy/deletion-jobs/${created.body.id}/`);
+      expectDocumentRejects(col, 'post', { email: 'a@example.com', contact_id: randomUUID(), extra: 1 });
+      expectError(await call({ method: 'post', template: col, headers: a.headers, body: {} }), 400, 'validation_error');
+      expectError(await call({ method: 'post', template: col, headers: a.headers, body: { email: 'a@example.com', remote_id: 'r' } }), 400, 'validation_error');
+      expectError(await call({ method: 'post', template: col, headers: a.headers, raw: '{' }), 400, 'invalid_json');
+      expectError(
+        await call({ method: 'post', template: col, headers: { ...a.headers, 'content-type': 'text/plain' }, raw: '{"email":"a@example.com"}' }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(await call({ method: 'post', template: col, headers: a.headers, body: { remote_id: big(32 * 1024) } }), 413, 'payload_too_large');
+      await waitFor(
+        async () =>
+          (await (await fetch(`${server.baseUrl}/v2026-04/data-privacy/deletion-jobs/${created.body.id}/`, { headers: a.headers })).json()).status ===
+          'completed',
+        {
+          message: 'the job completed',
+        },
+      );
+      const got = await call({
+        method: 'get',
+        template: one,
+        path: `/v2026-04/data-privacy/deletion-jobs/${created.body.id}/`,
+        headers: a.headers,
+        documented: true,
+      });
+      expect(got.body).toMatchObject({ id: created.body.id, status: 'completed', contacts_erased: 0, error: null });
+      expectError(
+        await call({ method: 'get', template: one, path: `/v2026-04/data-privacy/deletion-jobs/${created.body.id}/`, headers: b.headers }),
+        404,
+        'not_found',
+      );
+      expectError(await call({ method: 'get', template: one, path: '/v2026-04/data-privacy/deletion-jobs/not-an-id/', headers: a.headers }), 404, 'not_found');
+    });
+  });
+
   describe('export', () => {
     const t = '/v2026-04/conversations/export/';
 

@@ -51,7 +51,7 @@ describe('on a real broker', () => {
       .map((c) => c.address())
       .sort();
     const t = rt.topics;
-    expect(addresses).toEqual([t.events, t.metrics, t.flowTriggers, t.conversations].flatMap((x) => [x, t.dlq(x)]).sort());
+    expect(addresses).toEqual([t.events, t.metrics, t.flowTriggers, t.conversations, t.erasures].flatMap((x) => [x, t.dlq(x)]).sort());
     expect(document!.operations().all().length).toBeGreaterThanOrEqual(16);
     const docsPage = await (await fetch(`${server.baseUrl}/docs/`)).text();
     expect(docsPage).toContain('href="/asyncapi.json"');

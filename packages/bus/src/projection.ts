@@ -24,6 +24,14 @@ export interface ProjectionDeps {
   db: Db;
   logger: Logger;
   topics: TopicNames;
+  /** The process's master key settings, for projections that open sealed records (docs/privacy.md); unset: process.env. */
+  env?: MasterKeySettings;
+}
+
+/** Where the master keys of sealed records come from (see @shopstream/privacy's keyring). */
+export interface MasterKeySettings {
+  PRIVACY_MASTER_KEY?: string;
+  PRIVACY_MASTER_KEY_FILE?: string;
 }
 
 /** A projection's logic, opened once per process (it may hold state, such as the flow matcher's index). */
@@ -275,6 +283,8 @@ export interface LiveProjectionOptions {
   topics: TopicNames;
   /** CONSUMER_GROUP_PREFIX: the group id is the prefix and the projection's name. */
   groupPrefix: string;
+  /** The process's master key settings (ProjectionDeps.env). */
+  env?: MasterKeySettings;
   /** How often consumer lag is read into the shopstream_consumer_lag gauge. 0 turns it off. */
   lagIntervalMs?: number;
   /** How often the outbox relay runs without being kicked (records a crash left behind). */
@@ -303,7 +313,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
   const groupId = liveGroupId(o.groupPrefix, def);
   const topic = def.source(o.topics);
   const log = o.logger.child({ group: groupId, topic });
-  const logic = await def.open({ db: o.db, logger: log, topics: o.topics });
+  const logic = await def.open({ db: o.db, logger: log, topics: o.topics, env: o.env });
   const relays: OutboxRelay[] = def
     .emits(o.topics)
     .map((e) => startOutboxRelay({ db: o.db, bus: o.bus, logger: log, topic: e.topic, legacyName: e.name, intervalMs: o.relayIntervalMs ?? 1_000 }));

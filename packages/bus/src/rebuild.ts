@@ -4,7 +4,7 @@ import type { Logger } from '@shopstream/telemetry';
 import { UnknownTopicError } from './pglog/appendRecords.js';
 import { relayOutbox, type EmittedRecord } from './outbox.js';
 import type { Bus, Subscription } from './port.js';
-import { applyBatch, liveGroupId, pause, type ApplyMode, type ProjectionDefinition } from './projection.js';
+import { applyBatch, liveGroupId, pause, type ApplyMode, type MasterKeySettings, type ProjectionDefinition } from './projection.js';
 import type { TopicNames } from './topicNames.js';
 
 /** A rebuild that must not start: the message says why; nothing was changed. */
@@ -41,6 +41,8 @@ export interface RebuildOptions {
   logger: Logger;
   topics: TopicNames;
   groupPrefix: string;
+  /** The process's master key settings (ProjectionDeps.env). */
+  env?: MasterKeySettings;
   /** Keep the old generation's tables (in schema `oldSchema`) instead of dropping them after the switch. */
   keepOld?: boolean;
   onProgress?(p: RebuildProgress): void;
@@ -281,7 +283,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
 
   let sub: Subscription | null = null;
   let emitted = 0;
-  const logic = await def.open({ db, logger: log, topics: o.topics });
+  const logic = await def.open({ db, logger: log, topics: o.topics, env: o.env });
   try {
     const mode: ApplyMode = {
       checkpointGroup: rebuildGroup,

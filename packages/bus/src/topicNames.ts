@@ -9,6 +9,7 @@ export function topicNames(prefix = ''): TopicNames {
     metrics: `${prefix}${topics.metrics}`,
     flowTriggers: `${prefix}${topics.flowTriggers}`,
     conversations: `${prefix}${topics.conversations}`,
+    erasures: `${prefix}${topics.erasures}`,
     dlq,
   };
 }

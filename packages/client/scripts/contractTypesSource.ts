@@ -18,6 +18,8 @@ const definitions: Record<string, { doc: string; type: string }> = {
     type: "Omit<z.input<typeof c.exportQuerySchema>, 'cursor' | 'limit'>",
   },
   ErrorBody: { doc: 'The error body of every endpoint.', type: 'c.ErrorBody' },
+  DeletionJobAccepted: { doc: 'The answer to a deletion job request (`POST /v2026-04/data-privacy/deletion-jobs/`).', type: 'c.DeletionJobAccepted' },
+  DeletionJob: { doc: 'A deletion job (`GET /v2026-04/data-privacy/deletion-jobs/{id}/`).', type: 'c.DeletionJob' },
 };
 
 /** The source of src/contractTypes.ts: each definition expanded into a plain type, formatted as the repository is. */

@@ -231,3 +231,14 @@ export type ErrorBody = {
     fields: Record<string, unknown>;
   };
 };
+/** The answer to a deletion job request (`POST /v2026-04/data-privacy/deletion-jobs/`). */
+export type DeletionJobAccepted = { id: string; status: 'queued'; requested_at: string };
+/** A deletion job (`GET /v2026-04/data-privacy/deletion-jobs/{id}/`). */
+export type DeletionJob = {
+  id: string;
+  status: 'queued' | 'running' | 'completed' | 'failed';
+  requested_at: string;
+  completed_at: string | null;
+  contacts_erased: number | null;
+  error: string | null;
+};

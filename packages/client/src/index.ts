@@ -15,6 +15,8 @@ import type {
   FlowCreateInput,
   FlowTriggerEntry,
   FlowUpdateInput,
+  DeletionJob,
+  DeletionJobAccepted,
 } from './contractTypes.js';
 
 export type { Activity, BulkResultItem, Conversation, EventAccepted, EventInput, Flow, FlowCreateInput, FlowTriggerEntry, FlowUpdateInput };
@@ -317,6 +319,28 @@ export class ShopstreamClient {
    */
   exportConversations(params: ExportParams = {}, options: RequestOptions = {}): AsyncIterable<Conversation> {
     return this.pages<Conversation>(`/conversations/export/?${query(params as Record<string, unknown>)}`, options);
+  }
+
+  /**
+   * Erases a person (docs/privacy.md): queues a deletion job for exactly one identifier; the job runs in the
+   * background. Follow it with waitForDeletion.
+   */
+  requestDeletion(
+    identifier: { email: string } | { phone: string } | { remote_id: string } | { contact_id: string },
+    options: RequestOptions = {},
+  ): Promise<DeletionJobAccepted> {
+    return this.request<DeletionJobAccepted>('POST', '/data-privacy/deletion-jobs/', identifier, options).then((r) => r.body);
+  }
+
+  /** Waits until a deletion job is completed or failed (polling every intervalMs, default 1 s) and gives it; throws after timeoutMs (default 10 min). */
+  async waitForDeletion(id: string, opts: { intervalMs?: number; timeoutMs?: number } = {}, options: RequestOptions = {}): Promise<DeletionJob> {
+    const deadline = Date.now() + (opts.timeoutMs ?? 600_000);
+    for (;;) {
+      const job = (await this.request<DeletionJob>('GET', `/data-privacy/deletion-jobs/${encodeURIComponent(id)}/`, undefined, options)).body;
+      if (job.status === 'completed' || job.status === 'failed') return job;
+      if (Date.now() >= deadline) throw new Error(`deletion job ${id} is still ${job.status} after ${opts.timeoutMs ?? 600_000} ms`);
+      await new Promise((r) => setTimeout(r, opts.intervalMs ?? 1_000));
+    }
   }
 
   private async *pagesOf<T>(first: string, options: RequestOptions): AsyncGenerator<T> {

@@ -126,6 +126,13 @@ export const envSchema = z.object({
   // other, so a 6 MB bulk's send does not hold the producer and the event loop at once; a 503 part way through may
   // leave some of its events recorded. 0 (default): one publish, all or nothing.
   INGEST_SEND_PART_BYTES: z.coerce.number().int().min(0).default(0),
+  // Personal data (docs/privacy.md). The master keys that wrap each contact's data key: base64 of 32 bytes (or 64
+  // hex digits), several separated by commas, the first current; or a file of them, one per line. Neither: the
+  // embedded mode makes one in DATA_DIR; the distributed mode keeps one in the database and warns at start.
+  PRIVACY_MASTER_KEY: z.string().optional(),
+  PRIVACY_MASTER_KEY_FILE: z.string().optional(),
+  // How often the erasure worker (in query-api) looks for deletion jobs it was not told about.
+  ERASURE_POLL_MS: int(1_000),
 });
 export type Env = z.infer<typeof envSchema>;
 

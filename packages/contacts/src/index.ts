@@ -1,1 +1,2 @@
 export { contactStore } from './contactStore.js';
+export { normalizePhone } from './phone.js';

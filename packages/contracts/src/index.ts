@@ -10,3 +10,4 @@ export * from './micros.js';
 export * from './topicContracts.js';
 export * from './defineTopic.js';
 export * from './topicDefinitions.js';
+export * from './privacy.js';

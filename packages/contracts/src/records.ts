@@ -56,6 +56,72 @@ export const eventRecordSchema = z
   .meta({ id: 'EventRecorded' });
 export type EventRecord = z.infer<typeof eventRecordSchema>;
 
+/**
+ * The personal part of an event with a contact, as it is sealed on `events` since `event-recorded.v2`: the JSON of
+ * this object is encrypted under the contact's data key (AES-256-GCM), so that destroying the key erases it from
+ * the log (crypto-shredding, docs/privacy.md).
+ */
+export const sealedEventFieldsSchema = z.object({
+  name: z.string().min(1),
+  description: z.string().nullable(),
+  additional_properties: z.record(z.string(), z.unknown()),
+  contact: z.object({ email: z.string().nullable(), phone: z.string().nullable(), remote_id: z.string().nullable(), name: z.string().nullable() }),
+});
+export type SealedEventFields = z.infer<typeof sealedEventFieldsSchema>;
+
+const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64');
+
+/**
+ * An event with a contact as ingest-api writes it since `event-recorded.v2`: routing and analytics fields in
+ * plaintext, the personal ones (name, description, additional_properties, the contact's identifiers and name)
+ * only inside `sealed`.
+ */
+export const sealedEventRecordSchema = z
+  .object({
+    activity_id: z.uuid(),
+    shop_id: z.uuid(),
+    activity_key: z.string().nullable(),
+    event_time: rfc3339,
+    received_at: rfc3339,
+    remote_id: z.string().nullable(),
+    remote_platform: z.string().nullable(),
+    metric: recordedMetricSchema.omit({ additional_properties: true }),
+    contact: z.object({ id: z.uuid() }).describe('Only the contact id: its identifiers are sealed.'),
+    request_id: z.string(),
+    sealed: z
+      .object({
+        alg: z.literal('A256GCM'),
+        key_id: z.uuid().describe("The contact's data key; destroyed when the contact is erased."),
+        iv: base64.describe('The 96-bit nonce, base64.'),
+        data: base64.describe(
+          'base64 of the ciphertext followed by the 128-bit tag; the plaintext is the JSON of {name, description, additional_properties, contact: {email, phone, remote_id, name}}, the additional data `<shop_id>/<activity_id>/<contact id>`.',
+        ),
+      })
+      .describe("The personal fields, encrypted under the contact's data key (docs/privacy.md)."),
+  })
+  .meta({ id: 'SealedEventRecorded' });
+export type SealedEventRecord = z.infer<typeof sealedEventRecordSchema>;
+
+/**
+ * Value of a record on `events` since schema `event-recorded.v2`: sealed when the event has a contact, else the
+ * v1 form with `contact: null`. Records written before v2 (schema `event-recorded.v1`, plaintext) may still be on
+ * the log; the union reads both.
+ */
+export const storedEventRecordSchema = z.union([sealedEventRecordSchema, eventRecordSchema]).meta({ id: 'EventRecordedV2' });
+export type StoredEventRecord = z.infer<typeof storedEventRecordSchema>;
+
+/**
+ * storedEventRecordSchema as consumers decode with it: the form is chosen by `sealed` first, so a record that
+ * fails says which field of that form failed (a union's error names none).
+ */
+export const storedEventRecordDecoder = z.unknown().transform((v, ctx): StoredEventRecord => {
+  const form = v !== null && typeof v === 'object' && 'sealed' in v ? sealedEventRecordSchema : eventRecordSchema;
+  const r = form.safeParse(v);
+  if (r.success) return r.data;
+  for (const issue of r.error.issues) ctx.issues.push({ code: 'custom', message: issue.message, path: issue.path, input: v });
+  return z.NEVER;
+});
+
 /** Value of a record on `metrics` (schema `metric-event.v1`): one per new Activity. `id` equals the activity id. */
 export const metricEventSchema = z
   .object({

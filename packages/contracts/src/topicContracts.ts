@@ -1,5 +1,7 @@
 import { z } from 'zod';
+import { eventRecordSchema, storedEventRecordSchema } from './records.js';
 import { topicDefinitions } from './topicDefinitions.js';
+import { schemas } from './topics.js';
 import { headers as H } from './topics.js';
 
 /** The headers of a dead letter on `<topic>.dlq`, beside the original record's own headers (kept as they were). */
@@ -41,7 +43,11 @@ export const TRACE_HEADERS_SCHEMA = 'trace-context-headers.v1';
  * (`metric-event.v2`), published beside the old one (docs/versioning.md).
  */
 export const topicContracts: Record<string, z.ZodType> = {
+  // Still on `events` (kept forever) and still read: records written before event-recorded.v2.
+  [schemas.eventRecorded]: eventRecordSchema,
   ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
+  // `events` decodes with a transform that picks the form; its contract is the union of both forms.
+  [schemas.eventRecordedV2]: storedEventRecordSchema,
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
   [TRACE_HEADERS_SCHEMA]: traceContextHeadersSchema,
 };

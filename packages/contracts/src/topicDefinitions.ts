@@ -1,6 +1,14 @@
 import { conversationRecordSchema, type ConversationRecord } from './conversations.js';
 import { defineTopic } from './defineTopic.js';
-import { eventRecordSchema, flowTriggerRecordSchema, metricEventSchema, type EventRecord, type FlowTriggerRecord, type MetricEvent } from './records.js';
+import { erasureRecordSchema, type ErasureRecord } from './privacy.js';
+import {
+  flowTriggerRecordSchema,
+  metricEventSchema,
+  storedEventRecordDecoder,
+  type FlowTriggerRecord,
+  type MetricEvent,
+  type StoredEventRecord,
+} from './records.js';
 import { headers as H, topics } from './topics.js';
 
 const metricNameHeader = {
@@ -8,14 +16,17 @@ const metricNameHeader = {
 };
 
 /** `events`: every accepted event, as ingest-api wrote it. */
-export const eventsTopic = defineTopic<EventRecord>({
+export const eventsTopic = defineTopic<StoredEventRecord>({
   name: topics.events,
-  message: 'eventRecorded',
-  schema: eventRecordSchema,
+  message: 'eventRecordedV2',
+  // Decodes by form; the contract (JSON Schema) is storedEventRecordSchema (topicContracts).
+  schema: storedEventRecordDecoder,
   role: 'source',
   doc: {
     title: 'An event was recorded',
-    description: 'Every accepted event, as ingest-api wrote it after resolving its contact: the source of truth of Activities. Kept forever.',
+    description:
+      'Every accepted event, as ingest-api wrote it after resolving its contact: the source of truth of Activities. Kept forever. ' +
+      "Since event-recorded.v2 the personal fields of an event with a contact are sealed under the contact's data key (docs/privacy.md); records written before carry event-recorded.v1, in plaintext.",
     senders: ['ingest-api', 'cli (dlq redrive)'],
     receivers: ['activity-projector'],
     consumer: 'activity-projector',
@@ -69,10 +80,28 @@ export const conversationsTopic = defineTopic<ConversationRecord>({
   },
 });
 
+/** `erasures`: one record per contact an erasure job erased, for downstream consumers to erase what they hold. */
+export const erasuresTopic = defineTopic<ErasureRecord>({
+  name: topics.erasures,
+  message: 'contactErased',
+  schema: erasureRecordSchema,
+  role: 'source',
+  doc: {
+    title: 'A contact was erased',
+    description:
+      'One record per contact an erasure job erased (`id` is UUIDv5 of the job and the contact: a restarted job may announce it again). No identifier in plaintext. ' +
+      'Consumers that keep personal data from `metrics` or `flow-triggers` erase what they hold for `contact_id` (docs/privacy.md). Kept forever.',
+    senders: ['query-api (erasure jobs)'],
+    receivers: ['downstream consumers'],
+    consumer: 'erasures consumers',
+  },
+});
+
 /** Every topic Shopstream owns, by the same keys as `topics` and TopicNames. */
 export const topicDefinitions = {
   events: eventsTopic,
   metrics: metricsTopic,
   flowTriggers: flowTriggersTopic,
   conversations: conversationsTopic,
+  erasures: erasuresTopic,
 } as const satisfies Record<keyof typeof topics, unknown>;

@@ -4,6 +4,7 @@ export const topics = {
   metrics: 'metrics',
   flowTriggers: 'flow-triggers',
   conversations: 'conversations',
+  erasures: 'erasures',
 } as const;
 export type TopicName = (typeof topics)[keyof typeof topics];
 
@@ -31,7 +32,9 @@ export const headers = {
 
 export const schemas = {
   eventRecorded: 'event-recorded.v1',
+  eventRecordedV2: 'event-recorded.v2',
   metricEvent: 'metric-event.v1',
   flowTriggered: 'flow-triggered.v1',
   conversationRecord: 'conversation-record.v1',
+  contactErased: 'contact-erased.v1',
 } as const;

@@ -20,6 +20,7 @@ export const migrationOwners = [
   'flow-matcher',
   'conversation-projector',
   'query-api',
+  'privacy',
   'all-in-one',
 ] as const;
 export type MigrationOwner = (typeof migrationOwners)[number];

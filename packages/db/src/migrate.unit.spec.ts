@@ -22,7 +22,7 @@ describe('migration steps (migrations/<owner>/NNN_name.sql)', () => {
   it('keeps every step name existing databases recorded, in the same order, new steps after them', async () => {
     const names = (await migrationSteps()).map((s) => s.name);
     expect(names.slice(0, appliedBeforeOwners.length)).toEqual(appliedBeforeOwners);
-    expect(names.slice(appliedBeforeOwners.length)).toEqual(['017_embedded_demo.sql']);
+    expect(names.slice(appliedBeforeOwners.length)).toEqual(['017_embedded_demo.sql', '018_privacy.sql']);
   });
 
   it('gives each table-owning step its parts in owner order', async () => {
@@ -31,6 +31,7 @@ describe('migration steps (migrations/<owner>/NNN_name.sql)', () => {
     expect(steps.get('002_activities_flows.sql')).toEqual(['bus', 'activity-projector', 'flows', 'flow-matcher']);
     expect(steps.get('003_conversations.sql')).toEqual(['http', 'conversation-projector', 'query-api']);
     expect(steps.get('017_embedded_demo.sql')).toEqual(['all-in-one']);
+    expect(steps.get('018_privacy.sql')).toEqual(['flow-matcher', 'privacy']);
     for (const parts of steps.values()) expect(parts.every((o) => (migrationOwners as readonly string[]).includes(o))).toBe(true);
   });
 });

@@ -48,6 +48,8 @@ export interface ShopData {
   contact: string;
   flow: string;
   conversation: string;
+  /** A deletion job of A's (one that matched no contact). */
+  deletionJob: string;
   /** Every id of A's (activities, contacts, flows, conversations, triggers, metric events) the seeding saw. */
   ids: Set<string>;
   /** Operation (`GET /v2026-04/flows/`) -> A's `next` link of its first page of one. */
@@ -74,9 +76,11 @@ export function requiredQuery(template: string): string {
   return template.endsWith('/activities/') ? 'scope=workspace' : template.endsWith('/export/') ? 'created_at__range=relative:-1d,' : '';
 }
 
-/** Fills a path template with A's ids: an activity's id under /activities/, else the flow or the contact. */
-export function fillPath(template: string, A: Pick<ShopData, 'activity' | 'contact' | 'flow'>): string {
-  return template.replace(/\{(\w+)\}/g, (_m, name: string) => (template.includes('/activities/') ? A.activity : name === 'contact_id' ? A.contact : A.flow));
+/** Fills a path template with A's ids: an activity's id under /activities/, a deletion job's under /deletion-jobs/, else the flow or the contact. */
+export function fillPath(template: string, A: Pick<ShopData, 'activity' | 'contact' | 'flow' | 'deletionJob'>): string {
+  return template.replace(/\{(\w+)\}/g, (_m, name: string) =>
+    template.includes('/activities/') ? A.activity : template.includes('/deletion-jobs/') ? A.deletionJob : name === 'contact_id' ? A.contact : A.flow,
+  );
 }
 
 /**
@@ -123,6 +127,10 @@ export async function seedShop(
   );
   const second = await call(a, 'POST', '/flows/', { name: 'A second', trigger: { metric_name: 'other' } });
   ids.add(second.body.id);
+  const job = await call(a, 'POST', '/data-privacy/deletion-jobs/', { email: 'nobody@example.com' });
+  if (job.status !== 202) throw new Error(`A's deletion job: ${job.status} ${job.text}`);
+  A.deletionJob = job.body.id;
+  ids.add(job.body.id);
   const data = A as ShopData;
   data.ids = ids;
   // A's cursors: the second page of every list the document has, read with limit=1; and every id A's reads show.
@@ -170,11 +178,13 @@ export interface Attempt {
 /** A body each writing operation accepts from its own shop (so a refusal is the shop check's, not validation's). */
 export function bodyFor(method: string, template: string): unknown {
   if (method === 'post')
-    return template.includes('flows')
-      ? { name: 'x', trigger: { metric_name: 'x' } }
-      : template.includes('bulk')
-        ? { events: [{ name: 'x', metric: { metric_name: 'x' } }] }
-        : { name: 'x', metric: { metric_name: 'x' } };
+    return template.includes('deletion-jobs')
+      ? { email: 'x@example.com' }
+      : template.includes('flows')
+        ? { name: 'x', trigger: { metric_name: 'x' } }
+        : template.includes('bulk')
+          ? { events: [{ name: 'x', metric: { metric_name: 'x' } }] }
+          : { name: 'x', metric: { metric_name: 'x' } };
   if (method === 'patch') return { status: 'paused', name: 'taken' };
   return undefined;
 }

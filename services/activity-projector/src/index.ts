@@ -13,6 +13,7 @@ export const startActivityProjector: ServiceFactory = async (rt) => {
     logger,
     topics: rt.topics,
     groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+    env: rt.env,
   });
   logger.info({ topic: rt.topics.events }, 'activity projector started');
   return {

@@ -17,6 +17,10 @@ const commands: Record<string, { load: () => Promise<{ command: Command }>; summ
     load: () => import('./commands/dlq.js'),
     summary: 'dlq list|redrive <topic>: read dead letters with their reason; send them back once the cause is fixed',
   },
+  privacy: {
+    load: () => import('./commands/privacy.js'),
+    summary: 'privacy erase|jobs|rotate-master-key|generate-master-key: erase a person, audit jobs, rotate the master key',
+  },
   seed: { load: () => import('./commands/seed.js'), summary: 'seed conversations --shop <uuid> --count <n> [--messages <m>]' },
 };
 

@@ -1,8 +1,12 @@
 import { defineProjection } from '@shopstream/bus';
 import { conversationsTopic } from '@shopstream/contracts';
+import { KeyCache, openKeyring, withoutErasedConversations } from '@shopstream/privacy';
 import { applyConversationRecords } from './applyConversationRecords.js';
 
-/** `conversations` -> the export read model (conversations, conversation_messages). Emits nothing. */
+/**
+ * `conversations` -> the export read model (conversations, conversation_messages). Emits nothing. Records of an
+ * erased contact's conversations are left out (docs/privacy.md).
+ */
 export const conversationProjection = defineProjection({
   name: 'conversation-projector',
   version: 1,
@@ -10,12 +14,17 @@ export const conversationProjection = defineProjection({
   topic: conversationsTopic,
   emits: [],
   tables: ['conversation_messages', 'conversations'],
-  async open() {
+  async open({ db, logger, env }) {
+    const keys = new KeyCache(await openKeyring({ env: env ?? process.env, db, logger }));
     return {
       async apply(tx, records) {
         await applyConversationRecords(
           tx,
-          records.map((r) => r.value),
+          await withoutErasedConversations(
+            tx,
+            keys,
+            records.map((r) => r.value),
+          ),
         );
         return [];
       },

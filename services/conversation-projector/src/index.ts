@@ -13,6 +13,7 @@ export const startConversationProjector: ServiceFactory = async (rt) => {
     logger: rt.logger.child({ component: 'conversation-projector' }),
     topics: rt.topics,
     groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+    env: rt.env,
   });
   return {
     name: 'conversation-projector',

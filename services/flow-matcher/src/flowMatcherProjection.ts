@@ -1,5 +1,6 @@
 import { defineProjection, type ProjectionDefinition } from '@shopstream/bus';
 import { flowTriggersTopic, metricsTopic, type MetricEvent } from '@shopstream/contracts';
+import { KeyCache, openKeyring, withoutErasedContacts } from '@shopstream/privacy';
 import { FlowIndex } from './flowIndex.js';
 import { matchTriggers } from './matchTriggers.js';
 
@@ -15,13 +16,21 @@ export function flowMatcherProjection(refreshMs: number): ProjectionDefinition<M
     topic: metricsTopic,
     emits: [flowTriggersTopic],
     tables: ['flow_triggers'],
-    async open({ db, logger, topics }) {
+    async open({ db, logger, topics, env }) {
+      const keys = new KeyCache(await openKeyring({ env: env ?? process.env, db, logger }));
       const index = new FlowIndex(db, logger);
       await index.refresh();
       index.start(refreshMs);
       return {
         prepare: (records) => index.upTo(records.map((r) => r.value.recorded_at)),
-        apply: (tx, records) => matchTriggers(tx, records, index, topics.flowTriggers),
+        // Metric events keep their contact in plaintext until `metrics`' retention ends: an erased one triggers nothing.
+        apply: async (tx, records) =>
+          matchTriggers(
+            tx,
+            await withoutErasedContacts(tx, keys, records, (r) => (r.value.contact ? { shop_id: r.value.shop_id, contact_id: r.value.contact.id } : null)),
+            index,
+            topics.flowTriggers,
+          ),
         readiness: { 'flow-index': async () => index.ready },
         async close() {
           index.stop();

@@ -16,6 +16,7 @@ export const startFlowMatcher: ServiceFactory = async (rt) => {
     logger,
     topics: rt.topics,
     groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+    env: rt.env,
   });
   logger.info({ topic: rt.topics.metrics, refresh_ms: rt.env.FLOW_REFRESH_MS }, 'flow matcher started');
   return {

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
 import { parseBootstrapKeys } from '@shopstream/http';
-import { eventRecordSchema } from '@shopstream/contracts';
+import { storedEventRecordSchema } from '@shopstream/contracts';
 import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { eventRecordOf } from '@shopstream/testkit';
@@ -58,7 +58,7 @@ async function shopRecords(shopId: string, until: (mine: BusRecord[]) => boolean
   };
   const records = mine(await readTopic(rt, rt.topics.events, (rs) => until(mine(rs))));
   // Every record ingest writes must pass the contract its consumers validate with.
-  for (const r of records) expect(eventRecordSchema.safeParse(json(r)).error).toBeUndefined();
+  for (const r of records) expect(storedEventRecordSchema.safeParse(json(r)).error).toBeUndefined();
   return records;
 }
 
@@ -293,7 +293,7 @@ describe('recording', () => {
     expect(a.body).toEqual({ activity_id: expect.stringMatching(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/) });
     const [r] = await shopRecords(shop.shopId, (rs) => rs.length >= 1);
     expect(r.key).toBe(shop.shopId);
-    expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v1', shop_id: shop.shopId });
+    expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v2', shop_id: shop.shopId });
     const v = json(r);
     // Nothing optional given, nothing optional set.
     expect(v).toEqual(
@@ -364,7 +364,7 @@ describe('recording', () => {
     });
     const mine = await shopRecords(shop.shopId, (rs) => rs.length >= 2);
     expect(mine).toHaveLength(2);
-    for (const r of mine) expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v1', shop_id: shop.shopId });
+    for (const r of mine) expect(r.headers).toEqual({ 'content-type': 'application/json', schema: 'event-recorded.v2', shop_id: shop.shopId });
     const [first, second] = mine.map(json);
     expect(first).toMatchObject({
       activity_id: a.body.results[0].event.activity_id,
@@ -372,9 +372,13 @@ describe('recording', () => {
       event_time: '2026-04-01T10:00:00+02:00',
       remote_id: 'ord-1',
       remote_platform: 'shopify',
-      contact: { id: contactId, email: 'ann@example.com', phone: null, remote_id: null, name: 'Ann' },
+      // The contact's identifiers and name, the event's name and properties: sealed under the contact's key (docs/privacy.md).
+      contact: { id: contactId },
+      sealed: { alg: 'A256GCM', key_id: expect.any(String) },
       request_id: requestId,
     });
+    expect(first.name).toBeUndefined();
+    expect(JSON.stringify(first)).not.toMatch(/ann@example\.com|"Ann"|Placed Order/);
     expect(second).toMatchObject({
       activity_id: a.body.results[2].event.activity_id,
       activity_key: JSON.stringify(['dedupe', 'viewed', 'v-1']),

@@ -16,6 +16,7 @@ import {
   type OpenApiHeaders,
   type ShedAnswer,
 } from '@shopstream/http';
+import type { ContactKeys } from '@shopstream/privacy';
 import type { Runtime } from '@shopstream/runtime';
 import type { ContactResolver } from './contactResolver.js';
 import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
@@ -143,8 +144,8 @@ function ownBytes(b: Buffer): Uint8Array {
 }
 
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime, contacts: ContactResolver, limiter: LeasedRateLimiter = ingestRateLimiter(rt), bodies?: BodyPool) {
-  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, sendPartBytes: rt.env.INGEST_SEND_PART_BYTES };
+export function eventRoutes(rt: Runtime, contacts: ContactResolver, keys: ContactKeys, limiter: LeasedRateLimiter = ingestRateLimiter(rt), bodies?: BodyPool) {
+  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, keys, sendPartBytes: rt.env.INGEST_SEND_PART_BYTES };
   // One gate for both endpoints: a single event of unknown length (chunked) takes a turn like a bulk body.
   const gate = largeBodyGate({
     thresholdBytes: rt.env.INGEST_LARGE_BODY_BYTES,

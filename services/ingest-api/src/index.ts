@@ -1,3 +1,4 @@
+import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import type { Worker } from 'node:worker_threads';
 import type { Runtime, ServiceFactory } from '@shopstream/runtime';
 import { BodyPool, spawnBodyWorker } from './bodyPool.js';
@@ -14,8 +15,9 @@ export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
 export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWorker): ReturnType<ServiceFactory> {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
+  const keys = new ContactKeys(rt.db, await openKeyring(rt), { lingerMs: rt.env.INGEST_LINGER_MS });
   const bodies = rt.env.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
-  const { router, openapi } = eventRoutes(rt, contacts, limiter, bodies);
+  const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies);
   return {
     name: 'ingest-api',
     router,
@@ -23,6 +25,7 @@ export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWork
     shed: shedOf(shedUnknownKeys(rt), shedOverLimit(rt, limiter)),
     async stop() {
       await contacts.close();
+      await keys.close();
       await limiter.close();
       await bodies?.close();
     },

@@ -1,25 +1,9 @@
-import { parsePhoneNumberFromString } from 'libphonenumber-js/max';
+import { normalizePhone } from '@shopstream/contacts';
 import { eventInputSchema, fieldErrors, unstorableText, type EventInput } from '@shopstream/contracts';
 
 export type ParsedEvent = { ok: true; event: EventInput } | { ok: false; fields: Record<string, string> };
 
 const PHONE_MESSAGE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
-
-// Parsing with the full metadata is one of the dearest steps of an event, and returning customers send the
-// same numbers again and again: answers are remembered (bounded; cleared when full, as ApiKeyStore's cache).
-const PHONE_CACHE_MAX = 20_000;
-const phoneCache = new Map<string, string | null>();
-
-/** E.164 (`+14155552671`), or null when the number is not a valid one. Only international input is accepted: a shop has no default country. */
-export function normalizePhone(raw: string): string | null {
-  const hit = phoneCache.get(raw);
-  if (hit !== undefined) return hit;
-  const parsed = parsePhoneNumberFromString(raw.trim());
-  const phone = parsed && parsed.isValid() ? parsed.number : null;
-  if (phoneCache.size >= PHONE_CACHE_MAX) phoneCache.clear();
-  phoneCache.set(raw, phone);
-  return phone;
-}
 
 /**
  * Validates one event as the contract says, then normalises its contact phone to E.164. Field paths are

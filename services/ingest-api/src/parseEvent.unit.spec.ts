@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { normalizePhone, parseEvent } from './parseEvent.js';
+import { normalizePhone } from '@shopstream/contacts';
+import { parseEvent } from './parseEvent.js';
 import { unstorableText } from '@shopstream/contracts';
 
 const PHONE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';

@@ -1,4 +1,5 @@
-import { bulkRequestSchema, fieldErrors } from '@shopstream/contracts';
+import { bulkRequestSchema, fieldErrors, type EventRecord } from '@shopstream/contracts';
+import { splitPersonal } from '@shopstream/privacy';
 import { activityId, activityKey, buildRecord } from '@shopstream/records';
 import { parseEvent } from './parseEvent.js';
 import type { ContactQuery } from './resolveContacts.js';
@@ -17,7 +18,21 @@ export interface BodyTask {
  * One item of a prepared body: its field errors, or its activity id, the contact to resolve, and where its
  * record's JSON up to `"contact":` lies in `heads` (the contact and `request_id` follow: see recordTail).
  */
-export type PreparedItem = { ok: false; fields: Record<string, string> } | { ok: true; id: string; contact?: ContactQuery; at: number; length: number };
+export type PreparedItem =
+  | { ok: false; fields: Record<string, string> }
+  | {
+      ok: true;
+      id: string;
+      contact?: ContactQuery;
+      at: number;
+      length: number;
+      /**
+       * With a contact: `heads` holds the plain part of the record (without its personal fields), and here lies
+       * the JSON of those personal fields up to `"contact":`, which the main thread completes and seals under the
+       * contact's data key (docs/privacy.md).
+       */
+      personal?: { at: number; length: number };
+    };
 
 /** What the main thread needs of a large body: a few small values per item and one buffer of record bytes. */
 export type PreparedBody =
@@ -30,6 +45,18 @@ export type PreparedBody =
 export const recordTail = (requestId: string): string => `,"request_id":${JSON.stringify(requestId)}}`;
 
 const CONTACT_KEY = '"contact":';
+
+/** The JSON without its end `tail`, checked to end with `"contact":` and that tail. */
+function withoutTail(json: string, tail: string): string {
+  if (!json.endsWith(CONTACT_KEY + tail)) throw new Error('an events record does not end with its contact and request_id');
+  return json.slice(0, json.length - tail.length);
+}
+
+/** A record to be sealed, its keys in the sealed form's order: the plain part, then `contact` and `request_id` last. */
+function sealedLayout(r: EventRecord): object {
+  const { request_id, ...plain } = splitPersonal(r).plain;
+  return { ...plain, contact: null, request_id };
+}
 
 /**
  * Does what the main thread does to a small body, from the bytes to the records' JSON: decodes them as
@@ -66,14 +93,28 @@ export function prepareBody(task: BodyTask): PreparedBody {
     }
     const key = activityKey(p.event);
     const id = activityId(task.shopId, key);
-    const json = JSON.stringify(buildRecord(p.event, { id, key, contact: null, shopId: task.shopId, requestId: task.requestId, receivedAt: task.receivedAt }));
-    // buildRecord's last two keys are contact and request_id: what precedes `null,"request_id":…}` is the head.
-    if (!json.endsWith(CONTACT_KEY + tail)) throw new Error('an events record does not end with its contact and request_id');
-    const head = json.slice(0, json.length - tail.length);
+    const built = buildRecord(p.event, { id, key, contact: null, shopId: task.shopId, requestId: task.requestId, receivedAt: task.receivedAt });
+    const start = at;
+    const head = withoutTail(JSON.stringify(p.event.contact ? sealedLayout(built) : built), tail);
     const length = Buffer.byteLength(head);
     heads.push(head);
-    items.push({ ok: true, id, ...(p.event.contact ? { contact: p.event.contact as ContactQuery } : {}), at, length });
     at += length;
+    let personal: { at: number; length: number } | undefined;
+    if (p.event.contact) {
+      // The personal fields' JSON with the contact last and left out: `null}` is what the main thread replaces.
+      const fields = withoutTail(JSON.stringify({ ...splitPersonal(built).personal, contact: null }), 'null}');
+      personal = { at, length: Buffer.byteLength(fields) };
+      heads.push(fields);
+      at += personal.length;
+    }
+    items.push({
+      ok: true,
+      id,
+      ...(p.event.contact ? { contact: p.event.contact as ContactQuery } : {}),
+      at: start,
+      length,
+      ...(personal ? { personal } : {}),
+    });
   }
   // A buffer of its own (not a slice of the pool), so it can be transferred rather than copied.
   const out = Buffer.allocUnsafeSlow(at);

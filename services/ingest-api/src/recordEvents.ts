@@ -1,6 +1,7 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
+import { contactPersonal, sealEventRecord, sealPersonal, type ContactKeys, type DataKey } from '@shopstream/privacy';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { activityId, activityKey, buildRecord } from '@shopstream/records';
@@ -19,6 +20,8 @@ export interface IngestPorts {
    * single send encodes megabytes on the event loop). 0: one publish, all or nothing.
    */
   sendPartBytes?: number;
+  /** The contacts' data keys the personal fields are sealed with (docs/privacy.md). */
+  keys: ContactKeys;
 }
 
 export interface IngestRequest {
@@ -44,7 +47,7 @@ const eventsCounter = counter(
 /** An item once validated: its field errors, or its activity id, the contact to resolve and its record given the contact. */
 type Checked =
   | { ok: false; fields: Record<string, string> }
-  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null) => OutgoingRecord };
+  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null, key: DataKey | undefined) => OutgoingRecord };
 
 /**
  * Records events: validates each one alone, resolves the contacts of the valid ones (one batch for the
@@ -69,7 +72,11 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
       ok: true,
       id,
       contact: event.contact as ContactQuery | undefined,
-      record: (contact) => eventsTopic.record(buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt })),
+      record: (contact, dataKey) => {
+        const built = buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt });
+        // The one place personal data is sealed before it reaches the log (docs/privacy.md), here and below.
+        return eventsTopic.record(contact && dataKey ? sealEventRecord(dataKey, { ...built, contact }) : built);
+      },
     };
   });
   return recordChecked(ports, req, checked, slice);
@@ -91,7 +98,23 @@ export async function recordPrepared(ports: IngestPorts, req: IngestRequest, ite
       ok: true,
       id: p.id,
       contact: p.contact,
-      record: (contact) => ({ key: req.shopId, value: Buffer.concat([head, Buffer.from(JSON.stringify(contact) + tail)]), headers }),
+      record: (contact, dataKey) => {
+        if (p.personal === undefined) {
+          return { key: req.shopId, value: Buffer.concat([head, Buffer.from(JSON.stringify(contact) + tail)]), headers };
+        }
+        // `head` is the plain part (prepareBody: splitPersonal), `personal` the personal fields' JSON up to the contact.
+        if (!contact || !dataKey) throw new Error(`event ${p.id}: a contact to seal its personal fields under was not resolved`);
+        const personal = Buffer.concat([
+          bytes.subarray(p.personal.at, p.personal.at + p.personal.length),
+          Buffer.from(`${JSON.stringify(contactPersonal(contact))}}`),
+        ]);
+        const sealed = sealPersonal(dataKey, { shopId: req.shopId, activityId: p.id, contactId: contact.id }, personal);
+        return {
+          key: req.shopId,
+          value: Buffer.concat([head, Buffer.from(`${JSON.stringify({ id: contact.id })},"sealed":${JSON.stringify(sealed)}${tail}`)]),
+          headers,
+        };
+      },
     };
   });
   return recordChecked(ports, req, checked, timeSlicer());
@@ -112,6 +135,14 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     );
     withContact.forEach((v, i) => resolved.set(v.index, contacts[i]));
   }
+  // The data keys of the contacts, made for those new to it (one batch across concurrent requests).
+  const dataKeys =
+    resolved.size > 0
+      ? await ports.keys.forContacts(
+          req.shopId,
+          [...resolved.values()].map((c) => c.id),
+        )
+      : undefined;
 
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
@@ -123,7 +154,10 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     // The same key twice in one request: one Activity, so one record; the first one wins, as across requests.
     if (published.has(id)) continue;
     published.add(id);
-    records.push(item.record(contact));
+    const dataKey = contact ? dataKeys?.get(contact.id) : undefined;
+    // Never a contact's personal fields in plaintext on the log: no key, no record.
+    if (contact && !dataKey) throw new Error(`no data key for contact ${contact.id}`);
+    records.push(item.record(contact, dataKey));
     await slice();
   }
 

@@ -128,6 +128,7 @@ export const command: Command = {
             logger: rt.logger,
             topics: rt.topics,
             groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
+            env: rt.env,
             keepOld: values['keep-old'] === true,
             deadAfterMs: giveUpAfter * 1000,
             onProgress: progressPrinter(def.name),

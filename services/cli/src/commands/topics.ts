@@ -4,9 +4,9 @@ import { parse, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
 
 const ensureUsage = `  pnpm cli topics ensure
-      Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations and a .dlq for each),
+      Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations, erasures and a .dlq for each),
       with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
-      new or existing, the retention of its role: source topics (events, conversations) and dead-letter topics
+      new or existing, the retention of its role: source topics (events, conversations, erasures) and dead-letter topics
       keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
       DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
       Other settings of an existing topic, and its partitions, are left as they are.`;

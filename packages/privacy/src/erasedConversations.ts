@@ -1,0 +1,43 @@
+import type { ConversationRecord } from '@shopstream/contracts';
+import { sql, type Queryable } from '@shopstream/db';
+import { contactStates, type KeyCache } from './dataKeys.js';
+
+/**
+ * The `conversations` records of a batch less those of erased contacts, in the caller's transaction. Upstream
+ * producers write these records in plaintext, so nothing on the log can be shredded: the projector consults
+ * erased_contacts instead, and a rebuild brings nothing back. A conversation of an erased contact joins
+ * erased_conversations (with any message that came before it deleted), so its messages, which carry no contact,
+ * are left out too.
+ */
+export async function withoutErasedConversations(tx: Queryable, cache: KeyCache, records: ConversationRecord[]): Promise<ConversationRecord[]> {
+  if (records.length === 0) return records;
+  const refs = records.flatMap((r) =>
+    r.type === 'conversation.upserted' && r.conversation.contact_id ? [{ shop_id: r.shop_id, contact_id: r.conversation.contact_id }] : [],
+  );
+  const states = await contactStates(tx, cache, refs);
+  const k = (shopId: string, id: string) => `${shopId}/${id}`;
+  const dropped = new Map<string, { shop_id: string; id: string }>();
+  for (const r of records) {
+    if (r.type === 'conversation.upserted' && r.conversation.contact_id && states.erased(r.shop_id, r.conversation.contact_id)) {
+      dropped.set(k(r.shop_id, r.conversation.id), { shop_id: r.shop_id, id: r.conversation.id });
+    }
+  }
+  const conversationIds = records.map((r) => ({ shop_id: r.shop_id, id: r.type === 'conversation.upserted' ? r.conversation.id : r.conversation_id }));
+  const known = await tx.query(sql`
+    SELECT e.shop_id, e.conversation_id FROM erased_conversations e
+    WHERE (e.shop_id, e.conversation_id) IN (SELECT * FROM unnest(${conversationIds.map((c) => c.shop_id)}::uuid[], ${conversationIds.map((c) => c.id)}::uuid[]))`);
+  const erased = new Set(known.map((r) => k(String(r.shop_id), String(r.conversation_id))));
+  const fresh = [...dropped.values()].filter((d) => !erased.has(k(d.shop_id, d.id)));
+  if (fresh.length > 0) {
+    const shops = fresh.map((d) => d.shop_id);
+    const ids = fresh.map((d) => d.id);
+    await tx.query(sql`
+      INSERT INTO erased_conversations (shop_id, conversation_id) SELECT * FROM unnest(${shops}::uuid[], ${ids}::uuid[]) ON CONFLICT DO NOTHING`);
+    await tx.query(sql`
+      DELETE FROM conversation_messages m USING unnest(${shops}::uuid[], ${ids}::uuid[]) AS d(shop_id, id)
+      WHERE m.shop_id = d.shop_id AND m.conversation_id = d.id`);
+  }
+  for (const d of dropped.keys()) erased.add(d);
+  if (erased.size === 0) return records;
+  return records.filter((r) => !erased.has(k(r.shop_id, r.type === 'conversation.upserted' ? r.conversation.id : r.conversation_id)));
+}
