@@ -125,6 +125,9 @@ export const envSchema = z.object({
   // With Kafka and body workers: the records of those large bodies are published from a thread of their own with a
   // producer of its own (the same adapter and settings), so their sends are encoded off the event loop and small
   // requests' sends do not wait behind them. false: published by the process's producer.
+  // The nice value (0-19) of those threads (Linux): on a busy machine the event loop that answers small requests runs
+  // first and large bodies wait. 0: the process's own priority.
+  INGEST_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(10),
   INGEST_LARGE_BODY_PRODUCER: z
     .enum(['true', 'false'])
     .default('true')

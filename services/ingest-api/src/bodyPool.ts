@@ -114,9 +114,14 @@ export class BodyPool {
   }
 }
 
+/** What a body worker is started with: its thread's nice value (INGEST_WORKER_NICE; see threadPriority.ts). */
+export interface BodyWorkerData {
+  nice: number;
+}
+
 /** A worker thread of the pool (bodyWorker.ts). */
-export function spawnBodyWorker(): Worker {
-  return spawnModuleWorker('bodyWorker');
+export function spawnBodyWorker(data?: BodyWorkerData): Worker {
+  return spawnModuleWorker('bodyWorker', data);
 }
 
 /**

@@ -16,11 +16,14 @@ import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from '
 export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
 
 /** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
-export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWorker): ReturnType<ServiceFactory> {
+export async function ingestApi(rt: Runtime, spawn?: () => Worker): ReturnType<ServiceFactory> {
   const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
   const keys = new ContactKeys(rt.db, await openKeyring(rt), { lingerMs: rt.env.INGEST_LINGER_MS });
-  const bodies = rt.env.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
+  const bodies =
+    rt.env.INGEST_BODY_WORKERS > 0
+      ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn: spawn ?? (() => spawnBodyWorker({ nice: rt.env.INGEST_WORKER_NICE })) })
+      : undefined;
   const publisher = bodies && rt.env.KAFKA_BROKERS && rt.env.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt) : undefined;
   // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
   const largeBus = publisher && (tracingEnabled() ? tracedBus({ kind: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
@@ -55,6 +58,7 @@ function largeBodyPublisher(rt: Runtime): WorkerPublisher {
       publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
       stallMs: env.INGEST_PUBLISH_STALL_MS,
       logLevel: env.LOG_LEVEL,
+      nice: env.INGEST_WORKER_NICE,
     },
     rt.logger,
   );

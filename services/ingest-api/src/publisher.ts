@@ -15,6 +15,8 @@ export interface PublisherConfig {
   publishTimeoutMs: number;
   stallMs: number;
   logLevel: string;
+  /** The thread's nice value (INGEST_WORKER_NICE; see threadPriority.ts). */
+  nice: number;
 }
 
 /** To the producer thread: records to publish (their values moved when they own their memory), or close. */

@@ -7,9 +7,11 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { BusUnavailableError, createKafkaBus, createPlatformaticKafkaBus, type Bus } from '@shopstream/bus';
 import { createLogger } from '@shopstream/telemetry';
+import { niceThisThread } from './threadPriority.js';
 import type { PublisherConfig, PublishAnswer, PublisherMessage } from './publisher.js';
 
 const config = workerData as PublisherConfig;
+niceThisThread(config.nice);
 // Standard error: the process's standard output is its own log's (and the CLI's result's).
 const logger = createLogger('ingest-api', config.logLevel, 2).child({ thread: 'large-body-producer' });
 const options = {
