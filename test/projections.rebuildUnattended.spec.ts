@@ -9,7 +9,8 @@ import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { activityProjection, startActivityProjector } from '@shopstream/activity-projector';
 import { startQueryApi } from '@shopstream/query-api';
-import { cliEnv, createTestShop, runCli, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { runCliCaptured } from '@shopstream/cli';
+import { cliEnv, createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * Issue 22, "operations that fail loudly" and "exactly once by id", for `projections rebuild`: reads never fail
@@ -36,7 +37,8 @@ const rebuild = (o: { bus?: Bus; db?: Db; deadAfterMs?: number } = {}) =>
     groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
     deadAfterMs: o.deadAfterMs,
   });
-const cli = (...args: string[]) => runCli(['projections', ...args], cliEnv(rt), 180_000);
+/** `pnpm cli projections <args>` in this process (the killed rebuild below is a child: it must die whole). */
+const cli = (...args: string[]) => runCliCaptured(['projections', ...args], cliEnv(rt));
 
 const post = async (p: string, body: unknown, headers = shop.headers) => {
   const res = await fetch(`${server.baseUrl}/v2026-04${p}`, { method: 'POST', headers, body: JSON.stringify(body) });

@@ -7,7 +7,8 @@ import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
 import { startFlowMatcher } from '@shopstream/flow-matcher';
 import { startConversationProjector } from '@shopstream/conversation-projector';
-import { cliEnv, createTestShop, runCli, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { runCliCaptured } from '@shopstream/cli';
+import { cliEnv, createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /** `pnpm cli projections status|rebuild` as an operator runs them, against running services. */
 
@@ -15,9 +16,14 @@ let rt: Runtime;
 let server: TestServer;
 let shop: Awaited<ReturnType<typeof createTestShop>>;
 
-// Each CLI run starts a Node process that compiles the sources: tens of seconds on a busy 2-core machine.
+// Generous for a rebuild on a busy 2-core machine: a deadline, not an expectation.
 const CLI_TIMEOUT = 240_000;
-const cli = (...args: string[]) => runCli(['projections', ...args], cliEnv(rt));
+/**
+ * `pnpm cli projections <args>` in this process, on its own streams and exactly cliEnv's environment (a child
+ * process costs seconds of start each; test/ingestCli.spec.ts and services/cli/src/exitContract.int.spec.ts
+ * run it as an operator does).
+ */
+const cli = (...args: string[]) => runCliCaptured(['projections', ...args], cliEnv(rt));
 
 const status = async (): Promise<ProjectionStatus[]> => {
   const r = await cli('status', '--json');

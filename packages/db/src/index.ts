@@ -10,7 +10,7 @@ export {
   type SQLQuery,
   type PostgresOptions,
 } from './db.js';
-export { openPglite } from './pglite.js';
+export { openPglite } from './openPglite.js';
 export { migrate, migrationSteps, migrationOwners, type MigrationStep, type MigrationOwner } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
 export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';

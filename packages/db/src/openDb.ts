@@ -1,8 +1,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { connectPostgres, type Db } from './db.js';
+import { openPglite } from './openPglite.js';
 import { clusterDir, embeddedPostgresBinaries, openEmbeddedPostgres, unreachableAsRoot } from './embeddedPostgres.js';
-import { openPglite } from './pglite.js';
 
 export type EmbeddedEngine = 'auto' | 'postgres' | 'pglite';
 

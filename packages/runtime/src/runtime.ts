@@ -16,7 +16,8 @@ import {
 } from '@shopstream/bus';
 import { kafkaConnection, runningMode, type Env } from '@shopstream/config';
 import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
-import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
+// The subpath, not the package's index: a process that only opens ports (a CLI command) loads no express.
+import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http/apiKeys';
 import { collectProcessMetrics, createLogger, gauge, tracingEnabled, type Logger } from '@shopstream/telemetry';
 import { tracedDb } from './tracedDb.js';
 

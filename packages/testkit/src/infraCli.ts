@@ -7,8 +7,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import pg from 'pg';
+import { ChromiumUnavailableError, ensureChromium } from './chromium.js';
 import { removeContainer } from './docker.js';
-import { ensureKafka, waitForKafka, type KafkaHandle } from './kafka.js';
+import { ensureKafka, kafkaLibs, waitForKafka, type KafkaHandle } from './kafka.js';
+import { ensureKcat } from './kcat.js';
+import { ensureOpenApiGenerator, OPENAPI_GENERATOR_VERSIONS } from './openapiGenerator.js';
+import { ensurePromtool } from './promtool.js';
 import { ensurePostgres, waitForPostgres, type PostgresHandle } from './postgres.js';
 import { errorText, log, processMatches, REPO_ROOT, stopPid } from './proc.js';
 
@@ -219,11 +223,41 @@ async function status(): Promise<number> {
   return problems.kafka || problems.postgres ? 1 : 0;
 }
 
-const USAGE = `usage: pnpm infra <up|down|status>
+/**
+ * Fetches, once into the cache, every program a spec would otherwise fetch the first time it runs: a step of
+ * its own in .ci/run, so `pnpm test` downloads no toolchain and its time is the suite's. Each line says what
+ * it took; a tool that cannot be had here (chromium without root) is named and its spec skips or fails as before.
+ */
+async function tools(): Promise<number> {
+  const steps: [string, () => unknown][] = [
+    ['Kafka jars (a local broker; the partitioner spec runs its Java)', () => kafkaLibs()],
+    ['promtool (metrics and alert-rule specs)', () => ensurePromtool()],
+    ['kcat (partitioner spec)', () => ensureKcat()],
+    ...OPENAPI_GENERATOR_VERSIONS.map((v): [string, () => unknown] => [`openapi-generator ${v} (generated clients spec)`, () => ensureOpenApiGenerator(v)]),
+    ['chromium (status page spec)', () => ensureChromium()],
+  ];
+  let failed = 0;
+  for (const [what, fetch] of steps) {
+    const started = Date.now();
+    try {
+      await fetch();
+      process.stdout.write(`${what}: ready in ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    } catch (err) {
+      const skipped = err instanceof ChromiumUnavailableError;
+      if (!skipped) failed++;
+      process.stdout.write(`${what}: ${skipped ? 'not available (its spec skips)' : 'FAILED'}: ${errorText(err)}\n`);
+    }
+  }
+  return failed > 0 ? 1 : 0;
+}
+
+const USAGE = `usage: pnpm infra <up|down|status|tools>
   up      find or start Kafka and PostgreSQL in the background; prints KAFKA_BROKERS=... and DATABASE_URL=...
           (again, unchanged, when they are already up). eval "$(pnpm -s infra up)" exports them.
   down    stop what \`up\` started
-  status  whether they answer; exit code 0 when both do, 1 when one does not, 3 when nothing is up`;
+  status  whether they answer; exit code 0 when both do, 1 when one does not, 3 when nothing is up
+  tools   fetch (once, into ~/.cache/shopstream) the programs some specs run: Kafka's jars, promtool, kcat,
+          openapi-generator, chromium; what each took. .ci/run runs it before \`pnpm test\``;
 
 async function main(argv: string[]): Promise<number> {
   switch (argv[0]) {
@@ -233,6 +267,8 @@ async function main(argv: string[]): Promise<number> {
       return down();
     case 'status':
       return status();
+    case 'tools':
+      return tools();
     case undefined:
     case '-h':
     case '--help':

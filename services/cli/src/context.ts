@@ -1,5 +1,6 @@
 import { loadEnv } from '@shopstream/config';
-import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime';
+// runtime.ts alone (`/open`): the package's index serves HTTP too, and express is a third of a command's start.
+import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime/open';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 import { cliIo } from './io.js';
 import { assertKafkaReachable } from './reach.js';

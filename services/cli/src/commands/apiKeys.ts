@@ -1,5 +1,5 @@
 import { isUuid } from '@shopstream/contracts';
-import { ApiKeyStore, type ApiKeyInfo } from '@shopstream/http';
+import { ApiKeyStore, type ApiKeyInfo } from '@shopstream/http/apiKeys';
 import { parse, table, UsageError, type Command } from '../args.js';
 import { withDb } from '../context.js';
 

@@ -1,4 +1,5 @@
 import { createInterface } from 'node:readline/promises';
+import type { Readable } from 'node:stream';
 import {
   projectionStatus,
   rebuildProjection,
@@ -10,6 +11,7 @@ import {
 import { projectionDefinitions } from '@shopstream/all-in-one';
 import type { Env } from '@shopstream/config';
 import { parse, table, UsageError, type Command } from '../args.js';
+import { cliIo } from '../io.js';
 import { progress } from '../progress.js';
 import { EmbeddedServerRunningError, withRuntime } from '../context.js';
 
@@ -59,9 +61,16 @@ function progressPrinter(name: string): (p: RebuildProgress) => void {
   };
 }
 
+/** The run's stdin when it is a terminal (a run in process without one, as tests make, is never asked). */
+function terminal(): (Readable & { isTTY?: boolean }) | undefined {
+  const stdin = cliIo().stdin as (Readable & { isTTY?: boolean }) | undefined;
+  return stdin?.isTTY ? stdin : undefined;
+}
+
 async function confirm(question: string): Promise<boolean> {
-  if (!process.stdin.isTTY) return false;
-  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  const input = terminal();
+  if (!input) return false;
+  const rl = createInterface({ input, output: cliIo().stderr });
   try {
     return /^y(es)?$/i.test((await rl.question(`${question} [y/N] `)).trim());
   } finally {
@@ -78,11 +87,15 @@ export const command: Command = {
       log's first and last offset, the lag, when it last applied a record, its dead letters, and its rebuild.`,
       async run(args) {
         const { values } = parse(args, { json: { type: 'boolean' } });
-        await withRuntime(async (rt) => {
-          const all = await projectionStatus(definitions(rt.env), { bus: rt.bus, db: rt.db, topics: rt.topics, groupPrefix: rt.env.CONSUMER_GROUP_PREFIX });
-          if (values.json) console.log(JSON.stringify({ projections: all }, null, 2));
-          else printStatus(all);
-        });
+        // A read: no retention check of the topics on the way (`pnpm cli topics ensure` reports and fixes it).
+        await withRuntime(
+          async (rt) => {
+            const all = await projectionStatus(definitions(rt.env), { bus: rt.bus, db: rt.db, topics: rt.topics, groupPrefix: rt.env.CONSUMER_GROUP_PREFIX });
+            if (values.json) console.log(JSON.stringify({ projections: all }, null, 2));
+            else printStatus(all);
+          },
+          { checkRetention: false },
+        );
         return 0;
       },
     },
@@ -118,7 +131,7 @@ export const command: Command = {
               `Rebuild ${def.name} from the ${num(records)} records of ${topic} into new ${def.tables.join(', ')} tables, then switch to them?`,
             );
             if (!ok) {
-              console.error(process.stdin.isTTY ? 'Not rebuilt.' : 'Not rebuilt: give --yes to rebuild without a question.');
+              console.error(terminal() ? 'Not rebuilt.' : 'Not rebuilt: give --yes to rebuild without a question.');
               return 2;
             }
           }
