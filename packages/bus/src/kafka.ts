@@ -172,10 +172,22 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       adminConnected = null;
       throw e;
     }));
+  // The partition count each topic had at its last send, as kafkajs gave it to the partitioner (see `sendAll`).
+  const partitionCounts = new Map<string, number>();
+  // partitionFor of each key, per topic and partition count: records carry few distinct keys (the shop id).
+  const memo = keyPartitionMemo();
+  const partitionOf = (topic: string, key: string, count: number) => memo(topic, key, count, () => partitionFor(key, count));
+  const defaultPartitioner = Partitioners.DefaultPartitioner();
   const newProducer = (): Producer =>
     kafka.producer({
-      // Every message carries its partition (sendAll): the default partitioner returns it as given.
-      createPartitioner: Partitioners.DefaultPartitioner,
+      // Murmur2 of the key (partitionFor: kafkajs' default partitioner, and the Java client's), remembering each
+      // key's partition; and the partition count kafkajs passes, for sendAll's check.
+      createPartitioner: () => (args) => {
+        const { topic, partitionMetadata, message } = args;
+        partitionCounts.set(topic, partitionMetadata.length);
+        if ((message.partition !== null && message.partition !== undefined) || typeof message.key !== 'string') return defaultPartitioner(args);
+        return partitionOf(topic, message.key, partitionMetadata.length);
+      },
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
@@ -202,41 +214,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   };
 
   /**
-   * Partition counts of the topics a send goes to, from the admin client's metadata, kept for 30 s (a stale
-   * count is used while it is read again: partitions are added rarely, and kafkajs' own producer keeps its
-   * metadata for 5 minutes).
-   */
-  const counts = new Map<string, { count: number; at: number; refreshing?: Promise<number> }>();
-  const readCount = (topic: string): Promise<number> => {
-    const known = counts.get(topic);
-    if (known?.refreshing) return known.refreshing;
-    const refreshing = connectAdmin()
-      .then(() => admin.fetchTopicMetadata({ topics: [topic] }))
-      .then((m) => {
-        const count = m.topics[0].partitions.length;
-        counts.set(topic, { count, at: Date.now() });
-        return count;
-      })
-      .catch((e: unknown) => {
-        if (known) counts.set(topic, known);
-        else counts.delete(topic);
-        throw e;
-      });
-    counts.set(topic, { count: known?.count ?? 0, at: known?.at ?? 0, refreshing });
-    return refreshing;
-  };
-  const partitionCount = async (topic: string): Promise<number> => {
-    const known = counts.get(topic);
-    if (known && !known.refreshing && known.count > 0) {
-      if (Date.now() - known.at > 30_000) void readCount(topic).catch(() => {});
-      return known.count;
-    }
-    return readCount(topic);
-  };
-  // partitionFor of each key, per topic and partition count: records carry few distinct keys (the shop id).
-  const memo = keyPartitionMemo();
-
-  /**
    * sendBatch, and again for whatever it answered without sending. kafkajs 2.2.4 keeps, across the retries
    * of one sendBatch, the answers of the brokers that already answered and retries only the others: when a
    * dead leader's partition moves to a broker that answered for its own partitions in the same send, that
@@ -245,37 +222,32 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * a message went to must be in the answer; the messages of a partition that is not are sent again, to the
    * same partition, by the same producer (kafkajs rolled that partition's sequence back when its request
    * failed, so a batch the dead leader did append and replicate is taken by the broker as a duplicate).
-   * Each message carries its partition, Kafka's murmur2 of its key (partitionFor, what kafkajs' default
-   * partitioner and the Java client's pick), so the check needs nothing of kafkajs but its answer.
+   * A message's partition is murmur2 of its key over the partition count kafkajs gave the partitioner
+   * (partitionFor), so the check needs nothing of kafkajs but its public partitioner interface and its answer.
    */
-  const sendAll = async (byTopic: RecordsByTopic): Promise<void> => {
-    const topicMessages: TopicMessages[] = [];
-    for (const [topic, records] of byTopic) {
-      const count = await partitionCount(topic);
-      topicMessages.push({
+  const sendAll = (byTopic: RecordsByTopic): Promise<void> =>
+    sendUntilAnswered(
+      log,
+      [...byTopic].map(([topic, records]): TopicMessages => ({
         topic,
-        messages: records.map((r): Message => ({
-          key: r.key,
-          value: r.value,
-          headers: r.headers,
-          partition: memo(topic, r.key, count, () => partitionFor(r.key, count)),
-        })),
-      });
-    }
-    await sendUntilAnswered(log, topicMessages, async (pending) => {
-      const answers = await producer.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
-      const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
-      const again: TopicMessages[] = [];
-      let records = 0;
-      for (const { topic, messages } of pending) {
-        const missing = messages.filter((m) => !answered.has(`${topic}\u0000${m.partition}`));
-        if (missing.length === 0) continue;
-        records += missing.length;
-        again.push({ topic, messages: missing });
-      }
-      return { again, records };
-    });
-  };
+        messages: records.map((r): Message => ({ key: r.key, value: r.value, headers: r.headers })),
+      })),
+      async (pending) => {
+        const answers = await producer.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
+        const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
+        const again: TopicMessages[] = [];
+        let records = 0;
+        for (const { topic, messages } of pending) {
+          const count = partitionCounts.get(topic);
+          const sentTo = (m: Message) => m.partition ?? (count === undefined ? undefined : partitionOf(topic, m.key as string, count));
+          const missing = messages.filter((m) => !answered.has(`${topic}\u0000${sentTo(m)}`));
+          if (missing.length === 0) continue;
+          records += missing.length;
+          again.push({ topic, messages: missing.map((m) => ({ ...m, partition: sentTo(m) })) });
+        }
+        return { again, records };
+      },
+    );
 
   /**
    * A created topic is ready when every partition answers its offsets (see kafkaTopicMethods). Asked by a
