@@ -164,12 +164,27 @@ export const leaderFailover: Scenario = {
     await new Promise((r) => setTimeout(r, beforeMs));
     // The busiest partition by records written so far, and its leader now.
     const offsets = await retrying(() => admin.fetchTopicOffsets(topic));
-    const busiest = offsets.map((o) => ({ partition: o.partition, records: Number(o.high) - Number(o.low) })).sort((a, b) => b.records - a.records)[0];
+    const byRecords = offsets.map((o) => ({ partition: o.partition, records: Number(o.high) - Number(o.low) })).sort((a, b) => b.records - a.records);
     const mdBefore = await retrying(() => admin.fetchTopicMetadata({ topics: [topic] }));
-    const victim = mdBefore.topics[0].partitions.find((p) => p.partitionId === busiest.partition)!.leader;
-    const ledByVictim = mdBefore.topics[0].partitions.filter((p) => p.leader === victim).map((p) => p.partitionId);
+    // The coordinator of the projector's consumer group: the leader of the __consumer_offsets partition its id
+    // hashes to (Java's String.hashCode, as the broker computes it).
     const offsetsTopic = await admin.fetchTopicMetadata({ topics: ['__consumer_offsets'] }).catch(() => undefined);
-    const coordinatorKilled = offsetsTopic?.topics[0].partitions.some((p) => p.leader === victim) ?? false;
+    const groups = (await admin.listGroups().catch(() => ({ groups: [] }))).groups.map((g) => g.groupId);
+    const coordinatorOf = (groupId: string): number | undefined => {
+      const parts = offsetsTopic?.topics[0].partitions ?? [];
+      if (parts.length === 0) return undefined;
+      let h = 0;
+      for (let i = 0; i < groupId.length; i++) h = (Math.imul(31, h) + groupId.charCodeAt(i)) | 0;
+      return parts.find((p) => p.partitionId === (h & 0x7fffffff) % parts.length)?.leader;
+    };
+    const coordinators = groups.map(coordinatorOf).filter((c): c is number => c !== undefined);
+    // FAULTS_LEADER_VICTIM=coordinator: kill the group coordinator instead of the busiest partition's leader.
+    // Then the busiest partition is the busiest of those it leads (if it leads any).
+    const leaderOf = (partition: number) => mdBefore.topics[0].partitions.find((p) => p.partitionId === partition)!.leader;
+    const victim = process.env.FAULTS_LEADER_VICTIM === 'coordinator' && coordinators.length > 0 ? coordinators[0] : leaderOf(byRecords[0].partition);
+    const busiest = byRecords.find((p) => leaderOf(p.partition) === victim) ?? byRecords[0];
+    const ledByVictim = mdBefore.topics[0].partitions.filter((p) => p.leader === victim).map((p) => p.partitionId);
+    const coordinatorKilled = coordinators.includes(victim);
     const killedAt = Date.now();
     await cluster.kill(victim);
     ctx.log(

@@ -1,5 +1,5 @@
 export * from './port.js';
-export { createKafkaBus, type KafkaBusOptions, type MemberIdStore } from './kafka.js';
+export { createKafkaBus, type KafkaBusOptions } from './kafka.js';
 export type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 import type { Bus } from './port.js';
 import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';

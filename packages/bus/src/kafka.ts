@@ -1,14 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { createRequire } from 'node:module';
 import kafkajs, {
   Kafka,
   logLevel,
   CompressionTypes,
   Partitioners,
-  PartitionAssigners,
-  type Cluster,
-  type PartitionAssigner,
-  type ICustomPartitioner,
   type Producer,
   type Consumer,
   type Admin,
@@ -23,6 +18,7 @@ import kafkajs, {
 } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ReadOptions } from './port.js';
+import { partitionFor } from './pglog/partitionFor.js';
 import {
   heartbeatIntervalMs,
   kafkaBus,
@@ -39,22 +35,14 @@ import {
 // kafkajs is CommonJS: Node's ESM loader finds the named exports above in its index.js, not these two enums.
 const { ConfigResourceTypes, ConfigSource } = kafkajs;
 
-export interface KafkaBusOptions extends KafkaBusBaseOptions {
-  /**
-   * Where each consumer group's member id is kept across restarts of this process (one instance of a service):
-   * a consumer restarted after a kill -9 rejoins as the member it was, at once, instead of as a new member
-   * held until the dead one's session runs out. Unset: every start joins as a new member.
-   */
-  memberIds?: MemberIdStore;
-}
-
-/** The member id an instance last had in a group (see KafkaBusOptions.memberIds). */
-export interface MemberIdStore {
-  load(groupId: string): Promise<string | undefined>;
-  save(groupId: string, memberId: string): Promise<void>;
-  /** Drops the stored id: the group no longer knows it, and a join with it would only be refused. */
-  forget(groupId: string): Promise<void>;
-}
+/**
+ * kafkajs has no static membership (group.instance.id) and no option for a consumer's member id: a consumer
+ * restarted after a kill -9, or restarted by kafkajs after the broker was away, joins as a new member, and its
+ * join is answered once the group's old member's session (KAFKA_SESSION_TIMEOUT_MS) ran out. This adapter uses
+ * kafkajs' public API only; @platformatic/kafka (the default, KAFKA_CLIENT=platformatic) rejoins at once as
+ * its static member. See docs/operations.md#kafka-client.
+ */
+export type KafkaBusOptions = KafkaBusBaseOptions;
 
 /**
  * A short label for why a kafkajs consumer died, for shopstream_consumer_restarts_total: the protocol
@@ -92,78 +80,6 @@ function tooLarge(e: unknown): boolean {
   }
   return false;
 }
-
-/**
- * kafkajs' default partitioner, remembering the partition of each key: it hashes every message's key
- * (murmur2 over a fresh Buffer) and filters the partition list per message, while our records carry few
- * distinct keys (the shop id). A keyed message's partition depends only on its key and the partition count.
- */
-const memoizedKeyPartitioner: ICustomPartitioner = () => {
-  const inner = Partitioners.DefaultPartitioner();
-  const partitionOf = keyPartitionMemo();
-  return (args) => {
-    const { topic, partitionMetadata, message } = args;
-    if ((message.partition !== null && message.partition !== undefined) || typeof message.key !== 'string') return inner(args);
-    return partitionOf(topic, message.key, partitionMetadata.length, () => inner(args));
-  };
-};
-
-/**
- * A consumer that kafkajs restarts after a crash rejoins its group as the member it was.
- *
- * When the broker goes away, kafkajs' consumer fails its retries and "crashes"; it restarts itself (a new
- * internal ConsumerGroup, about every 4 s while the broker is gone: the client's 5 connection retries of at
- * most 1 s, then 1 s) with no member id, so it joins as a new member. The old member could not leave (no
- * broker), and when the broker, or another one taking the group over, loads the group again, that member is
- * still in it with a fresh session: the new member's join is held until the old one's session ran out
- * (KAFKA_SESSION_TIMEOUT_MS, 8 s; 31.6 s measured from outside with kafkajs' 30 s). Measured by `pnpm faults
- * broker-outage --quick`: the projectors applied again 9.8 and 10.3 s after the broker served; with this,
- * as soon as the group's coordinator has loaded.
- *
- * kafkajs has no option for the member id (nor static membership, group.instance.id), so the one place that
- * sets up a join, ConsumerGroup#connect, is wrapped: a group whose cluster (one per kafkajs consumer; this
- * adapter learns it through the partition assigner kafkajs hands it) belongs to a consumer that has joined
- * before starts with that member id. The coordinator takes the join as the member coming back and answers at
- * once. If it no longer knows the member (its session ran out meanwhile), it answers UNKNOWN_MEMBER_ID and
- * kafkajs joins afresh, as before. A group that left cleanly forgets its id. Only consumers of `consume`
- * are tracked; any other kafkajs consumer in the process is untouched. If a kafkajs upgrade moves the class,
- * `rejoinAsSameMember` is false, the consumers join as before and the adapter's spec fails.
- */
-const memberIds = new WeakMap<Cluster, string>();
-export const rejoinAsSameMember: boolean = (() => {
-  try {
-    type Group = { cluster: Cluster; memberId: string | null };
-    const ConsumerGroup = createRequire(import.meta.url)('kafkajs/src/consumer/consumerGroup.js') as { prototype: Record<string, unknown> };
-    const proto = ConsumerGroup?.prototype;
-    const connect = proto?.connect as ((this: Group, ...a: unknown[]) => Promise<void>) | undefined;
-    const leave = proto?.leave as ((this: Group, ...a: unknown[]) => Promise<void>) | undefined;
-    if (typeof connect !== 'function' || typeof leave !== 'function') return false;
-    proto.connect = function (this: Group, ...a: unknown[]) {
-      const id = memberIds.get(this.cluster);
-      if (!this.memberId && id) this.memberId = id;
-      return connect.apply(this, a);
-    };
-    proto.leave = async function (this: Group, ...a: unknown[]) {
-      await leave.apply(this, a);
-      // Left (the coordinator answered): the id is gone, a later join starts afresh.
-      memberIds.delete(this.cluster);
-    };
-    return true;
-  } catch {
-    return false;
-  }
-})();
-
-/**
- * kafkajs' round-robin assigner (its default, under the same protocol name, so processes with and without
- * this one share a group), noting which cluster object the consumer it is made for uses.
- */
-const trackingAssigner =
-  (onCluster: (c: Cluster) => void): PartitionAssigner =>
-  (config) => {
-    onCluster(config.cluster);
-    return PartitionAssigners.roundRobin(config);
-  };
 
 function toHeaders(h: IHeaders | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -256,26 +172,27 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
       adminConnected = null;
       throw e;
     }));
-  // The partition kafkajs chose for each message of the current producer's sends (see `sendAll`).
-  let partitionOf = new WeakMap<object, number>();
-  const newProducer = (): Producer => {
-    const chosen = new WeakMap<object, number>();
-    partitionOf = chosen;
-    return kafka.producer({
-      createPartitioner: () => {
-        const inner = memoizedKeyPartitioner();
-        return (args) => {
-          const partition = inner(args);
-          chosen.set(args.message, partition);
-          return partition;
-        };
+  // The partition count each topic had at its last send, as kafkajs gave it to the partitioner (see `sendAll`).
+  const partitionCounts = new Map<string, number>();
+  // partitionFor of each key, per topic and partition count: records carry few distinct keys (the shop id).
+  const memo = keyPartitionMemo();
+  const partitionOf = (topic: string, key: string, count: number) => memo(topic, key, count, () => partitionFor(key, count));
+  const defaultPartitioner = Partitioners.DefaultPartitioner();
+  const newProducer = (): Producer =>
+    kafka.producer({
+      // Murmur2 of the key (partitionFor: kafkajs' default partitioner, and the Java client's), remembering each
+      // key's partition; and the partition count kafkajs passes, for sendAll's check.
+      createPartitioner: () => (args) => {
+        const { topic, partitionMetadata, message } = args;
+        partitionCounts.set(topic, partitionMetadata.length);
+        if ((message.partition !== null && message.partition !== undefined) || typeof message.key !== 'string') return defaultPartitioner(args);
+        return partitionOf(topic, message.key, partitionMetadata.length);
       },
       idempotent: true,
       maxInFlightRequests: 1,
       allowAutoTopicCreation: false,
       retry: { retries: 3, initialRetryTime: 100, maxRetryTime: 1_000 },
     });
-  };
   let producer: Producer = newProducer();
   let producerConnected: Promise<void> | null = null;
   const connectProducer = () =>
@@ -305,6 +222,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
    * a message went to must be in the answer; the messages of a partition that is not are sent again, to the
    * same partition, by the same producer (kafkajs rolled that partition's sequence back when its request
    * failed, so a batch the dead leader did append and replicate is taken by the broker as a duplicate).
+   * A message's partition is murmur2 of its key over the partition count kafkajs gave the partitioner
+   * (partitionFor), so the check needs nothing of kafkajs but its public partitioner interface and its answer.
    */
   const sendAll = (byTopic: RecordsByTopic): Promise<void> =>
     sendUntilAnswered(
@@ -314,17 +233,17 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         messages: records.map((r): Message => ({ key: r.key, value: r.value, headers: r.headers })),
       })),
       async (pending) => {
-        const p = producer;
-        const chosen = partitionOf;
-        const answers = await p.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
+        const answers = await producer.sendBatch({ acks: -1, compression: CompressionTypes.None, topicMessages: pending });
         const answered = new Set(answers.map((a) => `${a.topicName}\u0000${a.partition}`));
         const again: TopicMessages[] = [];
         let records = 0;
         for (const { topic, messages } of pending) {
-          const missing = messages.filter((m) => !answered.has(`${topic}\u0000${chosen.get(m)}`));
+          const count = partitionCounts.get(topic);
+          const sentTo = (m: Message) => m.partition ?? (count === undefined ? undefined : partitionOf(topic, m.key as string, count));
+          const missing = messages.filter((m) => !answered.has(`${topic}\u0000${sentTo(m)}`));
           if (missing.length === 0) continue;
           records += missing.length;
-          again.push({ topic, messages: missing.map((m) => ({ ...m, partition: chosen.get(m) })) });
+          again.push({ topic, messages: missing.map((m) => ({ ...m, partition: sentTo(m) })) });
         }
         return { again, records };
       },
@@ -515,11 +434,6 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
   return kafkaBus(parts, {
     async consume(o) {
       const sessionTimeout = opts.sessionTimeoutMs ?? 8_000;
-      let cluster: Cluster | undefined;
-      // The member this instance was before it restarted, if the store knows it (a failure to ask: join anew).
-      const before = await opts.memberIds
-        ?.load(o.groupId)
-        .catch((e: unknown) => void log.warn({ err: e, group: o.groupId }, 'could not load the consumer member id'));
       const consumer = kafka.consumer({
         groupId: o.groupId,
         allowAutoTopicCreation: false,
@@ -527,25 +441,8 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         retry: { retries: 10 },
         sessionTimeout,
         heartbeatInterval: heartbeatIntervalMs(sessionTimeout),
-        // Same assignment as kafkajs' default; it tells us the consumer's cluster, to rejoin as the same member.
-        partitionAssigners: [
-          trackingAssigner((c) => {
-            cluster = c;
-            if (before && !memberIds.has(c)) memberIds.set(c, before);
-          }),
-        ],
       });
-      // Every join (the first, and each after a restart) is remembered, for the next restart to rejoin as it:
-      // in this process, and in the store for the next process of this instance.
-      consumer.on(consumer.events.GROUP_JOIN, ({ payload }) => {
-        o.onRunning?.(true);
-        if (cluster) memberIds.set(cluster, payload.memberId);
-        if (payload.memberId !== before) {
-          void opts.memberIds
-            ?.save(o.groupId, payload.memberId)
-            .catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not save the consumer member id'));
-        }
-      });
+      consumer.on(consumer.events.GROUP_JOIN, () => o.onRunning?.(true));
       consumers.add(consumer);
       let running = true;
       let fail!: (e: ConsumerFailedError) => void;
@@ -555,12 +452,9 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         // kafkajs restarts it (a retriable error): not consuming until it has joined again.
         if (payload.restart) return o.onRunning?.(false, payload.error);
         // kafkajs gave up on this consumer (an expulsion, UNKNOWN_MEMBER_ID, a non-retriable error): it consumes
-        // nothing more. Its member id is forgotten here and in the store, so that whoever recreates it (the
-        // runner's supervisor) joins as a new member instead of meeting "not aware of this member" again.
+        // nothing more; whoever recreates it (the runner's supervisor) joins as a new member.
         running = false;
         consumers.delete(consumer);
-        if (cluster) memberIds.delete(cluster);
-        void opts.memberIds?.forget(o.groupId).catch((e: unknown) => log.warn({ err: e, group: o.groupId }, 'could not forget the consumer member id'));
         const reason = crashReason(payload.error);
         fail(new ConsumerFailedError(o.groupId, reason, `Kafka consumer of ${o.groupId} crashed: ${payload.error.message}`, { cause: payload.error }));
         void consumer.disconnect().catch(() => {});

@@ -443,11 +443,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
             q.records.splice(0, records.length);
             queued -= records.length;
             if (stream?.isPaused() && queued < MAX_QUEUED_RECORDS / 2) stream.resume();
-            const last = BigInt(records[records.length - 1].offset);
-            await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: last + 1n, leaderEpoch: -1 }] }).catch((e: unknown) => {
-              // Handled but not committed: delivered again after the next join (at least once), not lost.
-              slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not commit a handled batch; it will be delivered again');
-            });
+            commitLater(q, BigInt(records[records.length - 1].offset) + 1n);
           } finally {
             release();
           }
@@ -455,6 +451,34 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
       } finally {
         q.busy = false;
       }
+    };
+    /**
+     * A handled batch's position is committed apart from the handling: at most one commit in flight per
+     * partition, the newest position waiting behind it. A commit waits while the group's coordinator is away
+     * (its broker died: until another takes the group, retries of up to 5 s), and awaited in the handler's
+     * slot it held up every partition behind it. Each stream's turn ends only once its commits settled.
+     */
+    const committing = new Map<string, { next: bigint | null; running: Promise<void> }>();
+    const commitLater = (q: Queue, offset: bigint) => {
+      const k = `${q.topic}\u0000${q.partition}`;
+      const c = committing.get(k);
+      if (c) {
+        c.next = offset;
+        return;
+      }
+      const entry = { next: offset as bigint | null, running: Promise.resolve() };
+      committing.set(k, entry);
+      entry.running = (async () => {
+        while (entry.next !== null) {
+          const at = entry.next;
+          entry.next = null;
+          await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: at, leaderEpoch: -1 }] }).catch((e: unknown) => {
+            // Handled but not committed: delivered again after the next join (at least once), not lost.
+            slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not commit a handled batch; it will be delivered again');
+          });
+        }
+        committing.delete(k);
+      })();
     };
     const start = (q: Queue) => {
       if (q.busy) return;
@@ -523,6 +547,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
         queues = new Map();
         queued = 0;
         while (workers.size > 0) await Promise.all([...workers]);
+        while (committing.size > 0) await Promise.all([...committing.values()].map((c) => c.running));
         stream = null;
         if (!running) {
           await bounded(s.close(), 'closing the consumer stream');

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { createLogger } from '@shopstream/telemetry';
 import { processAlive, startLocalKafka, type KafkaHandle } from '@shopstream/testkit';
-import { createKafkaBus, rejoinAsSameMember } from './kafka.js';
+import { createKafkaBus } from './kafka.js';
 import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
 import type { Bus, Subscription } from './port.js';
 
@@ -14,21 +14,23 @@ const until = async (what: string, fn: () => boolean | Promise<boolean>, timeout
   }
 };
 
+const SESSION_MS = 25_000;
 const adapters = [
-  { name: 'kafkajs', create: createKafkaBus },
+  // No static membership and no member id to give (public API only): kafkajs restarts its consumer during the
+  // outage and the new member's join waits out the old member's session (docs/operations.md#kafka-client).
+  { name: 'kafkajs', create: createKafkaBus, resumesWithinMs: SESSION_MS + 30_000 },
   // Keeps its member id through the outage (it does not restart its consumer) and heartbeats until the broker is back.
-  { name: '@platformatic/kafka', create: createPlatformaticKafkaBus },
+  { name: '@platformatic/kafka', create: createPlatformaticKafkaBus, resumesWithinMs: 12_000 },
 ];
 
 // A broker of its own (it is killed), so not the shared one of the other specs.
-describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ name, create }) => {
+describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ create, resumesWithinMs }) => {
   const cleanups: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
     for (const c of cleanups.reverse()) await c().catch(() => undefined);
   });
 
-  it('rejoins its group as the member it was once the broker is back: consuming again long before the old session would have run out', async () => {
-    if (name === 'kafkajs') expect(rejoinAsSameMember).toBe(true);
+  it('consumes again once the broker is back (@platformatic/kafka: as the member it was, long before the old session would have run out)', async () => {
     const first: KafkaHandle = await startLocalKafka({});
     cleanups.push(() => first.stop());
     const bus: Bus = await create({
@@ -37,8 +39,8 @@ describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ name, 
       replicationFactor: 1,
       logger,
       publishTimeoutMs: 2_000,
-      // Long, so that joining as a new member (held until the old member's session ran out) cannot pass.
-      sessionTimeoutMs: 25_000,
+      // Long, so that joining as a new member (held until the old member's session ran out) cannot pass as a rejoin.
+      sessionTimeoutMs: SESSION_MS,
     });
     cleanups.push(() => bus.close());
     const topic = 'rejoin-events';
@@ -77,9 +79,9 @@ describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ name, 
         ),
       30_000,
     );
-    await until('the record after the outage consumed', () => seen.includes('after'), 40_000);
+    await until('the record after the outage consumed', () => seen.includes('after'), resumesWithinMs + 10_000);
     const resumedMs = Date.now() - back;
     // Joining as a new member waits out the old one's 25 s session; rejoining as it takes a round trip or two.
-    expect(resumedMs).toBeLessThan(12_000);
-  }, 120_000);
+    expect(resumedMs).toBeLessThan(resumesWithinMs);
+  }, 180_000);
 });

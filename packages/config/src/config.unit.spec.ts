@@ -1,5 +1,6 @@
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ConfigError, kafkaConnection, loadEnv, runningMode } from './index.js';
+import { ConfigError, groupInstanceId, kafkaConnection, loadEnv, runningMode } from './index.js';
 
 describe('loadEnv', () => {
   it('takes a variable set to nothing as unset (KAFKA_BROKERS= is not an empty broker list)', () => {
@@ -21,6 +22,15 @@ describe('loadEnv', () => {
     for (const bad of ['-1', '0', '1.5', 'forever']) {
       expect(() => loadEnv({ DERIVED_TOPIC_RETENTION_MS: bad })).toThrow(/DERIVED_TOPIC_RETENTION_MS/);
     }
+  });
+});
+
+describe('groupInstanceId', () => {
+  it('is KAFKA_GROUP_INSTANCE_ID, else <service>@<host>:<PORT>; none for `none` or PORT=0', () => {
+    expect(groupInstanceId(loadEnv({ KAFKA_GROUP_INSTANCE_ID: 'replica-7' }), 'ingest-api')).toBe('replica-7');
+    expect(groupInstanceId(loadEnv({ PORT: '8081' }), 'activity-projector')).toBe(`activity-projector@${hostname()}:8081`);
+    expect(groupInstanceId(loadEnv({ KAFKA_GROUP_INSTANCE_ID: 'none' }), 'activity-projector')).toBeUndefined();
+    expect(groupInstanceId(loadEnv({ PORT: '0' }), 'activity-projector')).toBeUndefined();
   });
 });
 

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { z } from 'zod';
 
 const csv = z.string().transform((s) =>
@@ -92,12 +93,11 @@ export const envSchema = z.object({
   // Consumers
   CONSUMER_GROUP_PREFIX: z.string().default('shopstream.'),
   // How long a consumer group waits for a member that stopped heartbeating (a kill -9) before it moves on.
-  // Not what a broker outage costs: a consumer that kafkajs restarts once the broker is back rejoins as the
-  // member it was (packages/bus kafka.ts, rejoinAsSameMember), so it does not wait out its own old session.
+  // On @platformatic/kafka a process restarted after a kill -9 rejoins at once as its static member
+  // (KAFKA_GROUP_INSTANCE_ID); on kafkajs (no static membership) its new member waits out this session.
   KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
-  // Who this process is across restarts, for its consumers to rejoin their groups as the members they were
-  // (kafkajs: the member id kept in consumer_members; platformatic: static membership, group.instance.id):
-  // unset, the host and PORT (none when PORT is 0); `none`: never.
+  // The consumers' group.instance.id (static membership, KAFKA_CLIENT=platformatic; kafkajs has none): unset,
+  // `<service>@<host>:<PORT>` (none when PORT is 0); `none`: every start joins as a new member.
   KAFKA_GROUP_INSTANCE_ID: z.string().min(1).optional(),
   FLOW_REFRESH_MS: int(2_000),
   // Liveness: /healthz answers 503 once a consumer of the process has not been running for this long (its
@@ -158,6 +158,17 @@ export function loadEnv(env: NodeJS.ProcessEnv = process.env): Env {
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   return parsed.data;
+}
+
+/**
+ * Who this instance of a service is across its restarts, for its consumers' static group membership
+ * (group.instance.id, KIP-345): KAFKA_GROUP_INSTANCE_ID, else `<service>@<host>:<PORT>` (two instances of a
+ * service on one host listen on different ports); none when the port is chosen by the system (PORT=0: no
+ * stable identity) or KAFKA_GROUP_INSTANCE_ID is `none`.
+ */
+export function groupInstanceId(env: Env, service: string): string | undefined {
+  if (env.KAFKA_GROUP_INSTANCE_ID === 'none') return undefined;
+  return env.KAFKA_GROUP_INSTANCE_ID ?? (env.PORT !== 0 ? `${service}@${hostname()}:${env.PORT}` : undefined);
 }
 
 /** Embedded unless both the broker and the database server are given. */

@@ -1,10 +1,8 @@
-import { hostname } from 'node:os';
 import {
   BusUnavailableError,
   createKafkaBus,
   createPlatformaticKafkaBus,
   createPgLogBus,
-  type MemberIdStore,
   finiteRetention,
   ownedTopicSpecs,
   securityFailure,
@@ -14,8 +12,8 @@ import {
   type OwnedTopicSpec,
   type TopicNames,
 } from '@shopstream/bus';
-import { kafkaConnection, runningMode, type Env } from '@shopstream/config';
-import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
+import { groupInstanceId, kafkaConnection, runningMode, type Env } from '@shopstream/config';
+import { migrate, openDb, type Db } from '@shopstream/db';
 // The subpath, not the package's index: a process that only opens ports (a CLI command) loads no express.
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http/apiKeys';
 import { collectProcessMetrics, createLogger, gauge, tracingEnabled, type Logger } from '@shopstream/telemetry';
@@ -86,8 +84,8 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     };
     const untraced = kafka
       ? env.KAFKA_CLIENT === 'platformatic'
-        ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env) })
-        : await createKafkaBus({ ...kafka, memberIds: memberIdStore(db, env) })
+        ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env, name) })
+        : await createKafkaBus(kafka)
       : await createPgLogBus({ db: untracedDb, logger });
     opened = untraced;
     const bus = tracingEnabled() ? tracedBus(untraced) : untraced;
@@ -167,42 +165,4 @@ export async function checkTopicRetention(bus: Bus, specs: OwnedTopicSpec[], log
     }
   }
   return found;
-}
-
-/**
- * Who this instance is across restarts, for its consumers to rejoin their groups as the members they were:
- * KAFKA_GROUP_INSTANCE_ID, else this host and the HTTP port (two instances of a service on one host listen on
- * different ports); none when the port is chosen by the system (PORT=0) or KAFKA_GROUP_INSTANCE_ID=none. With
- * KAFKA_CLIENT=platformatic it is the consumers' group.instance.id (static membership).
- */
-export function groupInstanceId(env: Env): string | undefined {
-  if (env.KAFKA_GROUP_INSTANCE_ID === 'none') return undefined;
-  return env.KAFKA_GROUP_INSTANCE_ID ?? (env.PORT !== 0 ? `${hostname()}:${env.PORT}` : undefined);
-}
-
-/**
- * Where this instance's consumer member ids are kept (table consumer_members), so that a restart after a
- * kill -9 rejoins its groups as the members it was. The instance is KAFKA_GROUP_INSTANCE_ID, else this host
- * and the HTTP port (two instances of a service on one host listen on different ports); none when the port is
- * chosen by the system (PORT=0: no stable identity) or KAFKA_GROUP_INSTANCE_ID=none, then every start joins as a new member.
- */
-export function memberIdStore(db: Db, env: Env): MemberIdStore | undefined {
-  const instance = groupInstanceId(env);
-  if (!instance) return undefined;
-  return {
-    async load(groupId) {
-      const member = await queryRow(db, sql`SELECT member_id FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`, (r) =>
-        String(r.member_id),
-      );
-      return member ?? undefined;
-    },
-    async save(groupId, memberId) {
-      await db.query(sql`
-        INSERT INTO consumer_members (group_id, instance_id, member_id) VALUES (${groupId}, ${instance}, ${memberId})
-        ON CONFLICT (group_id, instance_id) DO UPDATE SET member_id = EXCLUDED.member_id, updated_at = now()`);
-    },
-    async forget(groupId) {
-      await db.query(sql`DELETE FROM consumer_members WHERE group_id = ${groupId} AND instance_id = ${instance}`);
-    },
-  };
 }
