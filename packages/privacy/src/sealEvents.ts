@@ -12,7 +12,7 @@ import type { Queryable } from '@shopstream/db';
 import { open, seal } from './aead.js';
 import { contactStates, type ContactKeys, type DataKey, type KeyCache } from './dataKeys.js';
 
-const erasedRecords = counter(
+export const erasedRecords = counter(
   'shopstream_privacy_erased_records_total',
   'Records a projector applied as erased: their contact was erased (key destroyed or contact in erased_contacts), or their sealed part did not open.',
   ['reason'],
