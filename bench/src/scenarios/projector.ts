@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { CompressionTypes } from 'kafkajs';
 import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import { sql } from '@shopstream/db';
+import { createLogger } from '@shopstream/telemetry';
+import { ContactKeys, openKeyring, sealEventRecords } from '@shopstream/privacy';
 import { bareRate, BASELINE_BATCH } from '../writePaths.js';
 import type { Bench } from '../context.js';
 import { eventMaker, eventRecordOf } from '../events.js';
@@ -19,7 +21,13 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   const total = b.opts.events;
   await b.createTopics();
 
-  // The topic: records exactly as ingest-api writes them, spread over the shops.
+  // The topic: records exactly as ingest-api writes them, spread over the shops: those with a contact sealed
+  // under the contact's data key (event-recorded.v2), the keys made in this database as ingest makes them, so
+  // the projector opens them as in production. BENCH_PROJECTOR_PLAIN=1 writes them unsealed (event-recorded.v1,
+  // as before issue 24) to measure what opening costs, in the same code.
+  const plain = process.env.BENCH_PROJECTOR_PLAIN === '1';
+  const keyring = await openKeyring({ env: process.env, db: b.db, logger: createLogger('bench', 'warn') });
+  const keys = new ContactKeys(b.db, keyring);
   const records: EventRecord[] = [];
   const makers = b.shops.map((s, i) => ({ shop: s.shopId, maker: eventMaker({ seed: `proj-${i}-${Date.now()}` }) }));
   const producer = b.kafka('bench-prefill').producer({ idempotent: true, maxInFlightRequests: 1 });
@@ -27,18 +35,29 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
   const fillStart = performance.now();
   for (let sent = 0; sent < total;) {
     const n = Math.min(500, total - sent);
-    const messages = [];
+    const batch: EventRecord[] = [];
     for (let i = 0; i < n; i++) {
       const { shop, maker } = makers[(sent + i) % makers.length];
-      const r = eventRecordOf(shop, maker.event(), randomUUID());
-      const value = JSON.stringify(r);
-      records.push(r);
-      messages.push({ key: shop, value, headers: { [H.contentType]: 'application/json', [H.schema]: schemas.eventRecorded, [H.shopId]: shop } });
+      batch.push(eventRecordOf(shop, maker.event(), randomUUID()));
     }
+    records.push(...batch);
+    // Sealed a shop at a time (one key look-up per shop and batch), written in the order made.
+    const stored = new Map<EventRecord, unknown>();
+    for (const shop of new Set(batch.map((r) => r.shop_id))) {
+      const ofShop = batch.filter((r) => r.shop_id === shop);
+      const values = plain ? ofShop : await sealEventRecords(keys, shop, ofShop);
+      ofShop.forEach((r, j) => stored.set(r, values[j]));
+    }
+    const messages = batch.map((r) => ({
+      key: r.shop_id,
+      value: JSON.stringify(stored.get(r)),
+      headers: { [H.contentType]: 'application/json', [H.schema]: plain ? schemas.eventRecorded : schemas.eventRecordedV2, [H.shopId]: r.shop_id },
+    }));
     await producer.send({ topic: b.topics.events, acks: -1, compression: CompressionTypes.None, messages });
     sent += n;
   }
   await producer.disconnect();
+  await keys.close();
   const fillSeconds = (performance.now() - fillStart) / 1000;
   const withContact = records.filter((r) => r.contact !== null).length;
 
@@ -109,13 +128,14 @@ export async function projector(b: Bench): Promise<ScenarioResult> {
     ],
     details: {
       events: total,
+      sealed: !plain,
       withContact,
       fillSeconds,
       baseline: { batch: BASELINE_BATCH, insertRowsPerSecond: bare.insert, copyRowsPerSecond: bare.copy },
       projector: { startToFirstRowSeconds: (firstAt - spawned) / 1000, firstRowsSeen: first, seconds, cpu, serverMetrics },
     },
     notes: [
-      `${total.toLocaleString('en-US')} event records (${withContact.toLocaleString('en-US')} with a contact) pre-filled on a ${12}-partition topic; the rate is timed from the first activity row to the last (process start excluded).`,
+      `${total.toLocaleString('en-US')} event records (${withContact.toLocaleString('en-US')} with a contact, ${plain ? 'unsealed (BENCH_PROJECTOR_PLAIN=1)' : "sealed under their contact's data key"}) pre-filled on a ${12}-partition topic; the rate is timed from the first activity row to the last (process start excluded).`,
       `Baselines: the same rows written bare into activities, contact_timeline and outbox, ${BASELINE_BATCH} rows per transaction on one connection, by unnest multi-row INSERTs and by COPY FROM STDIN (two rounds each, alternating; the best of each).`,
     ],
   };

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { rfc3339, storableTime } from './events.js';
+import { sealedPart } from './records.js';
 
 export const conversationResolutions = ['hard', 'soft', 'escalated', 'human', 'merged'] as const;
 export type ConversationResolution = (typeof conversationResolutions)[number];
@@ -76,6 +77,77 @@ export type MessageCreated = z.infer<typeof messageCreatedSchema>;
 /** Value of a record on `conversations` (schema `conversation-record.v1`), keyed by shop_id. */
 export const conversationRecordSchema = z.discriminatedUnion('type', [conversationUpsertedSchema, messageCreatedSchema]).meta({ id: 'ConversationRecord' });
 export type ConversationRecord = z.infer<typeof conversationRecordSchema>;
+
+/** A conversation's free text, sealed under its contact's data key since `conversation-record.v2`. */
+export const sealedConversationFieldsSchema = z.object({
+  title: z.string().optional(),
+  summary: z.string().optional(),
+  last_message_content: z.string().optional(),
+});
+export type SealedConversationFields = z.infer<typeof sealedConversationFieldsSchema>;
+
+/** A message's text, sealed under its conversation's contact's data key since `conversation-record.v2`. */
+export const sealedMessageFieldsSchema = z.object({ text: z.string() });
+export type SealedMessageFields = z.infer<typeof sealedMessageFieldsSchema>;
+
+const { title: _t, summary: _s, last_message_content: _l, ...openConversationFields } = conversationFields;
+
+/**
+ * `conversation.upserted` of a conversation with a contact, as `pnpm cli conversations import` and `seed` write it
+ * since `conversation-record.v2`: its free text (title, summary, last_message_content) only inside `sealed`.
+ */
+export const sealedConversationUpsertedSchema = z
+  .object({
+    type: z.literal('conversation.upserted'),
+    shop_id: z.uuid(),
+    conversation: z.object({ ...openConversationFields, contact_id: z.uuid() }).meta({ id: 'SealedConversationData' }),
+    sealed: sealedPart(
+      'the plaintext is the JSON of {title?, summary?, last_message_content?}, the additional data `conversation/<shop_id>/<conversation id>/<contact_id>`.',
+    ),
+  })
+  .meta({ id: 'SealedConversationUpserted' });
+export type SealedConversationUpserted = z.infer<typeof sealedConversationUpsertedSchema>;
+
+/**
+ * `message.created` of a conversation with a contact, as the CLI writes it since `conversation-record.v2`: the
+ * message's text only inside `sealed`, and the contact whose key sealed it.
+ */
+export const sealedMessageCreatedSchema = z
+  .object({
+    type: z.literal('message.created'),
+    shop_id: z.uuid(),
+    conversation_id: z.uuid(),
+    contact_id: z.uuid().describe("The conversation's contact, whose data key sealed the text."),
+    message: messageSchema.omit({ text: true }),
+    sealed: sealedPart('the plaintext is the JSON of {text}, the additional data `message/<shop_id>/<conversation_id>/<message id>/<contact_id>`.'),
+  })
+  .meta({ id: 'SealedMessageCreated' });
+export type SealedMessageCreated = z.infer<typeof sealedMessageCreatedSchema>;
+
+/**
+ * Value of a record on `conversations` since schema `conversation-record.v2`: a record of a conversation with a
+ * contact may be sealed (the CLI's import and seed seal them); upstream producers may still write the v1 forms,
+ * in plaintext. The union reads both.
+ */
+export const storedConversationRecordSchema = z
+  .union([sealedConversationUpsertedSchema, sealedMessageCreatedSchema, conversationUpsertedSchema, messageCreatedSchema])
+  .meta({ id: 'ConversationRecordV2' });
+export type StoredConversationRecord = z.infer<typeof storedConversationRecordSchema>;
+
+/**
+ * storedConversationRecordSchema as consumers decode with it: the form is chosen by `sealed` first, then by
+ * `type`, so a record that fails says which field of that form failed.
+ */
+export const storedConversationRecordDecoder = z.unknown().transform((v, ctx): StoredConversationRecord => {
+  const form =
+    v !== null && typeof v === 'object' && 'sealed' in v
+      ? z.discriminatedUnion('type', [sealedConversationUpsertedSchema, sealedMessageCreatedSchema])
+      : conversationRecordSchema;
+  const r = form.safeParse(v);
+  if (r.success) return r.data;
+  for (const issue of r.error.issues) ctx.issues.push({ code: 'custom', message: issue.message, path: issue.path, input: v });
+  return z.NEVER;
+});
 
 const { resolution, status, type, ...leadingFields } = conversationFields;
 

@@ -72,6 +72,20 @@ export type SealedEventFields = z.infer<typeof sealedEventFieldsSchema>;
 const base64 = z.string().regex(/^[A-Za-z0-9+/]*={0,2}$/, 'base64');
 
 /**
+ * A record's personal fields as they are sealed on a source topic (`events` since event-recorded.v2,
+ * `conversations` since conversation-record.v2): AES-256-GCM under the contact's data key (docs/privacy.md).
+ */
+export const sealedPart = (plaintext: string) =>
+  z
+    .object({
+      alg: z.literal('A256GCM'),
+      key_id: z.uuid().describe("The contact's data key; destroyed when the contact is erased."),
+      iv: base64.describe('The 96-bit nonce, base64.'),
+      data: base64.describe(`base64 of the ciphertext followed by the 128-bit tag; ${plaintext}`),
+    })
+    .describe("The personal fields, encrypted under the contact's data key (docs/privacy.md).");
+
+/**
  * An event with a contact as ingest-api writes it since `event-recorded.v2`: routing and analytics fields in
  * plaintext, the personal ones (name, description, additional_properties, the contact's identifiers and name)
  * only inside `sealed`.
@@ -88,16 +102,9 @@ export const sealedEventRecordSchema = z
     metric: recordedMetricSchema.omit({ additional_properties: true }),
     contact: z.object({ id: z.uuid() }).describe('Only the contact id: its identifiers are sealed.'),
     request_id: z.string(),
-    sealed: z
-      .object({
-        alg: z.literal('A256GCM'),
-        key_id: z.uuid().describe("The contact's data key; destroyed when the contact is erased."),
-        iv: base64.describe('The 96-bit nonce, base64.'),
-        data: base64.describe(
-          'base64 of the ciphertext followed by the 128-bit tag; the plaintext is the JSON of {name, description, additional_properties, contact: {email, phone, remote_id, name}}, the additional data `<shop_id>/<activity_id>/<contact id>`.',
-        ),
-      })
-      .describe("The personal fields, encrypted under the contact's data key (docs/privacy.md)."),
+    sealed: sealedPart(
+      'the plaintext is the JSON of {name, description, additional_properties, contact: {email, phone, remote_id, name}}, the additional data `<shop_id>/<activity_id>/<contact id>`.',
+    ),
   })
   .meta({ id: 'SealedEventRecorded' });
 export type SealedEventRecord = z.infer<typeof sealedEventRecordSchema>;

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { conversationRecordSchema, storedConversationRecordSchema } from './conversations.js';
 import { eventRecordSchema, storedEventRecordSchema } from './records.js';
 import { topicDefinitions } from './topicDefinitions.js';
 import { schemas } from './topics.js';
@@ -45,9 +46,12 @@ export const TRACE_HEADERS_SCHEMA = 'trace-context-headers.v1';
 export const topicContracts: Record<string, z.ZodType> = {
   // Still on `events` (kept forever) and still read: records written before event-recorded.v2.
   [schemas.eventRecorded]: eventRecordSchema,
+  // Still written by upstream producers, and still read: conversations in plaintext.
+  [schemas.conversationRecord]: conversationRecordSchema,
   ...Object.fromEntries(Object.values(topicDefinitions).map((t): [string, z.ZodType] => [t.schemaId, t.schema])),
   // `events` decodes with a transform that picks the form; its contract is the union of both forms.
   [schemas.eventRecordedV2]: storedEventRecordSchema,
+  [schemas.conversationRecordV2]: storedConversationRecordSchema,
   [DLQ_HEADERS_SCHEMA]: deadLetterHeadersSchema,
   [TRACE_HEADERS_SCHEMA]: traceContextHeadersSchema,
 };

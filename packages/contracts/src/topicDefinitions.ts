@@ -1,4 +1,4 @@
-import { conversationRecordSchema, type ConversationRecord } from './conversations.js';
+import { storedConversationRecordDecoder, type StoredConversationRecord } from './conversations.js';
 import { defineTopic } from './defineTopic.js';
 import { erasureRecordSchema, type ErasureRecord } from './privacy.js';
 import {
@@ -66,14 +66,17 @@ export const flowTriggersTopic = defineTopic<FlowTriggerRecord>({
 });
 
 /** `conversations`: support conversations and their messages from upstream producers. */
-export const conversationsTopic = defineTopic<ConversationRecord>({
+export const conversationsTopic = defineTopic<StoredConversationRecord>({
   name: topics.conversations,
-  message: 'conversationRecord',
-  schema: conversationRecordSchema,
+  message: 'conversationRecordV2',
+  // Decodes by form; the contract (JSON Schema) is storedConversationRecordSchema (topicContracts).
+  schema: storedConversationRecordDecoder,
   role: 'source',
   doc: {
     title: 'A conversation upserted, or a message created',
-    description: 'Support conversations and their messages from upstream producers (`type` tells which). Kept forever.',
+    description:
+      'Support conversations and their messages from upstream producers (`type` tells which). Kept forever. ' +
+      "Since conversation-record.v2 the CLI's import and seed seal the free text of a conversation with a contact (title, summary, last_message_content, messages' text) under the contact's data key (docs/privacy.md); upstream producers may write the v1 forms, in plaintext.",
     senders: ['upstream producers', 'cli (conversations import)'],
     receivers: ['conversation-projector'],
     consumer: 'conversation-projector',

@@ -36,5 +36,6 @@ export const schemas = {
   metricEvent: 'metric-event.v1',
   flowTriggered: 'flow-triggered.v1',
   conversationRecord: 'conversation-record.v1',
+  conversationRecordV2: 'conversation-record.v2',
   contactErased: 'contact-erased.v1',
 } as const;

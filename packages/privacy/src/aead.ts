@@ -53,3 +53,9 @@ export function open(key: Buffer, sealed: Sealed, aad: string): Buffer {
 
 /** A new random data key. */
 export const newKey = (): Buffer => randomBytes(KEY_BYTES);
+
+/** `n` new random data keys, from one call to the CSPRNG (a bulk request may meet hundreds of new contacts). */
+export function newKeys(n: number): Buffer[] {
+  const all = randomBytes(KEY_BYTES * n);
+  return Array.from({ length: n }, (_, i) => all.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES));
+}

@@ -1,7 +1,7 @@
 import { v4 as uuidv4 } from 'uuid';
 import { createMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import { newKey } from './aead.js';
+import { newKey, newKeys } from './aead.js';
 import { UnknownMasterKeyError, type Keyring } from './keyring.js';
 
 /** A contact's data key, unwrapped. */
@@ -127,9 +127,10 @@ export class ContactKeys {
     await readBack(pairs);
     const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));
     if (missing.length > 0) {
-      const made = missing.map((p) => {
+      const fresh = newKeys(missing.length);
+      const made = missing.map((p, i) => {
         const keyId = uuidv4();
-        const key = newKey();
+        const key = fresh[i];
         const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(p.shop, p.contact, keyId));
         return { ...p, keyId, key, masterId, wrapped };
       });

@@ -1,7 +1,8 @@
 export { openKeyring, parseKeyList, newMasterKeyText, fingerprint, type Keyring, type KeyringSource, type MasterKeySettings } from './keyring.js';
 export { ContactKeys, KeyCache, contactStates, type ContactRef, type DataKey } from './dataKeys.js';
 export { sealEventRecords, sealEventRecord, sealPersonal, splitPersonal, contactPersonal, openEventRecords } from './sealEvents.js';
-export { withoutErasedConversations } from './erasedConversations.js';
+export { openConversationRecords } from './erasedConversations.js';
+export { ConversationSealer } from './sealConversations.js';
 export { withoutErasedContacts } from './erasedContacts.js';
 export { erasureJobs, runErasureJob } from './erasureJobs.js';
 export { startErasureWorker, type ErasureWorker } from './erasureWorker.js';

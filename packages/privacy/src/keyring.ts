@@ -104,19 +104,21 @@ export async function openKeyring(src: KeyringSource, opts: { warn?: boolean } =
     );
   }
   let byId = new Map(loaded.keys.map((k) => [fingerprint(k), k]));
+  // The current key's fingerprint, computed once per load (a SHA-256 per wrapped key cost as much as the wrap).
+  let currentId = fingerprint(loaded.keys[0]);
   const ring: Keyring = {
     get fromDatabase() {
       return loaded.from === STORED;
     },
     get currentId() {
-      return fingerprint(loaded.keys[0]);
+      return currentId;
     },
     get ids() {
       return [...byId.keys()];
     },
     wrap(secret, aad) {
       const s = seal(loaded.keys[0], secret, aad);
-      return { masterId: fingerprint(loaded.keys[0]), wrapped: `${s.iv}.${s.data}` };
+      return { masterId: currentId, wrapped: `${s.iv}.${s.data}` };
     },
     unwrap(masterId, wrapped, aad) {
       const key = byId.get(masterId);
@@ -127,6 +129,7 @@ export async function openKeyring(src: KeyringSource, opts: { warn?: boolean } =
     async reload() {
       loaded = await loadKeys(src);
       byId = new Map(loaded.keys.map((k) => [fingerprint(k), k]));
+      currentId = fingerprint(loaded.keys[0]);
     },
   };
   return ring;

@@ -1,11 +1,12 @@
 import { defineProjection } from '@shopstream/bus';
 import { conversationsTopic } from '@shopstream/contracts';
-import { KeyCache, openKeyring, withoutErasedConversations } from '@shopstream/privacy';
+import { KeyCache, openConversationRecords, openKeyring } from '@shopstream/privacy';
 import { applyConversationRecords } from './applyConversationRecords.js';
 
 /**
- * `conversations` -> the export read model (conversations, conversation_messages). Emits nothing. Records of an
- * erased contact's conversations are left out (docs/privacy.md).
+ * `conversations` -> the export read model (conversations, conversation_messages). Emits nothing. Sealed records
+ * (conversation-record.v2) are opened under their contact's data key; records of an erased contact's
+ * conversations are left out (docs/privacy.md).
  */
 export const conversationProjection = defineProjection({
   name: 'conversation-projector',
@@ -20,10 +21,11 @@ export const conversationProjection = defineProjection({
       async apply(tx, records) {
         await applyConversationRecords(
           tx,
-          await withoutErasedConversations(
+          await openConversationRecords(
             tx,
             keys,
             records.map((r) => r.value),
+            logger,
           ),
         );
         return [];

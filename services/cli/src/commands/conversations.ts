@@ -2,8 +2,9 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
-import { conversationsTopic, topicLimits, unstorableText, type ConversationRecord } from '@shopstream/contracts';
+import { conversationsTopic, topicLimits, unstorableText, type StoredConversationRecord } from '@shopstream/contracts';
 import { recordBytes, type OutgoingRecord } from '@shopstream/bus';
+import { ContactKeys, ConversationSealer, openKeyring } from '@shopstream/privacy';
 import type { Runtime } from '@shopstream/runtime';
 import { parse, UsageError, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
@@ -11,8 +12,43 @@ import { cliIo } from '../io.js';
 import { progress, PROGRESS_HELP, PROGRESS_OPTION } from '../progress.js';
 
 /** The record as it goes on the topic: keyed by shop, headers a consumer can route on without parsing. */
-export function conversationMessage(record: ConversationRecord, value?: string): OutgoingRecord {
+export function conversationMessage(record: StoredConversationRecord, value?: string): OutgoingRecord {
   return conversationsTopic.record(record, value);
+}
+
+/** How many records are sealed at a time: one data key look-up per shop for each such chunk. */
+const SEAL_CHUNK = 500;
+
+/**
+ * A batchPublisher whose records are sealed first (docs/privacy.md): a conversation with a contact, and its
+ * messages, are written as conversation-record.v2 with their text under the contact's data key. `encoded`: the
+ * record's JSON as read, kept for a record written as it is.
+ */
+export async function sealingPublisher(rt: Runtime) {
+  const keys = new ContactKeys(rt.db, await openKeyring(rt));
+  const sealer = new ConversationSealer(rt.db, keys);
+  const publisher = batchPublisher(rt);
+  let pending: { record: StoredConversationRecord; encoded?: string }[] = [];
+  const flush = async () => {
+    const chunk = pending;
+    pending = [];
+    const sealed = await sealer.seal(chunk.map((p) => p.record));
+    for (let i = 0; i < chunk.length; i++) {
+      await publisher.add(conversationMessage(sealed[i], sealed[i] === chunk[i].record ? chunk[i].encoded : undefined));
+    }
+  };
+  return {
+    async add(record: StoredConversationRecord, encoded?: string) {
+      pending.push({ record, encoded });
+      if (pending.length >= SEAL_CHUNK) await flush();
+    },
+    async close(): Promise<{ unsealedMessages: number }> {
+      await flush();
+      await publisher.close();
+      await keys.close();
+      return { unsealedMessages: sealer.unsealedMessages };
+    },
+  };
 }
 
 /**
@@ -61,8 +97,8 @@ export async function importConversations(
   input: Readable,
   report: (line: number, reason: string) => void,
   onProgress: (p: ImportProgress) => void = () => {},
-): Promise<{ published: number; bad: number }> {
-  const publisher = batchPublisher(rt);
+): Promise<{ published: number; bad: number; unsealedMessages: number }> {
+  const publisher = await sealingPublisher(rt);
   let lineNo = 0;
   let bytes = 0;
   let published = 0;
@@ -94,11 +130,11 @@ export async function importConversations(
       report(lineNo, issues.join('; '));
       continue;
     }
-    await publisher.add(conversationMessage(parsed.data, line.trim()));
+    await publisher.add(parsed.data, line.trim());
     published++;
   }
-  await publisher.close();
-  return { published, bad };
+  const { unsealedMessages } = await publisher.close();
+  return { published, bad, unsealedMessages };
 }
 
 /** `12.0 MiB of 40.0 MiB (30%), 52,113 lines, 52,100 published, 13 bad`: the size only when the file has one. */
@@ -114,6 +150,7 @@ export const command: Command = {
       usage: `  pnpm cli conversations import <file.jsonl|-> [--progress]
       Reads one \`conversations\` record per line (conversation.upserted or message.created, see the README),
       validates each, and publishes the valid ones to the conversations topic, keyed by shop_id. "-" reads stdin.
+      A conversation with a contact, and its messages, are sealed under the contact's data key (docs/privacy.md).
       Bad lines are reported by number on stderr and skipped; the exit code is 1 when there was any.
       Blank lines are ignored. Progress goes to stderr on a terminal. ${PROGRESS_HELP}`,
       async run(args) {
@@ -127,7 +164,7 @@ export const command: Command = {
         const size = file === '-' ? null : (await stat(file)).size;
         const bar = progress({ lines: values.progress === true });
         let last: ImportProgress = { lines: 0, bytes: 0, published: 0, bad: 0 };
-        const { published, bad } = await withRuntime((rt) =>
+        const { published, bad, unsealedMessages } = await withRuntime((rt) =>
           importConversations(
             rt,
             input,
@@ -139,6 +176,11 @@ export const command: Command = {
           ),
         );
         bar.done(importLine({ ...last, published, bad }, size));
+        if (unsealedMessages > 0) {
+          console.error(
+            `${unsealedMessages} message(s) written in plaintext: their conversation was neither earlier in the file nor projected, so its contact was unknown (docs/privacy.md).`,
+          );
+        }
         console.log(`Published ${published} record(s) to the conversations topic; ${bad} bad line(s) skipped.`);
         return bad > 0 ? 1 : 0;
       },

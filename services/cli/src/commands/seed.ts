@@ -11,7 +11,7 @@ import { intOption, parse, UsageError, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
 import { cliIo } from '../io.js';
 import { progress, PROGRESS_HELP, PROGRESS_OPTION } from '../progress.js';
-import { batchPublisher, conversationMessage } from './conversations.js';
+import { sealingPublisher } from './conversations.js';
 
 /** A stable uuid for a name, so a topic or an agent keeps its id from one seeding to the next. */
 function nameUuid(name: string): string {
@@ -147,21 +147,22 @@ export const command: Command = {
 Publishes <n> realistic synthetic conversations for the shop to the conversations topic (as
 conversation.upserted records, each followed by its <m> message.created records; default 5), with every
 type, resolution and status, flags, tags, topics and intents, created_at spread over the last <k> months
-(default 6). The conversation-projector (pnpm start) builds the export read model from them.
+(default 6). The conversation-projector (pnpm start) builds the export read model from them. A conversation
+with a contact, and its messages, are sealed under the contact's data key (docs/privacy.md).
 A progress bar goes to stderr on a terminal. ${PROGRESS_HELP}`,
   async run(args) {
     const { shop, count, messages, months, progress: lines } = parseSeed(args);
     const contacts = Array.from({ length: Math.max(1, Math.min(100_000, Math.ceil(count / 3))) }, () => randomUUID());
     const started = Date.now();
     const records = await withRuntime(async (rt) => {
-      const publisher = batchPublisher(rt);
+      const publisher = await sealingPublisher(rt);
       const bar = progressBar(count, lines);
       const now = Date.now();
       const spanMs = months * 30 * 24 * 3600 * 1000;
       let n = 0;
       for (let i = 0; i < count; i++) {
         for (const r of syntheticConversation(shop, i, messages, now, spanMs, contacts)) {
-          await publisher.add(conversationMessage(r));
+          await publisher.add(r);
           n++;
         }
         bar.update(i + 1);
