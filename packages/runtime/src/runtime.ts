@@ -15,7 +15,7 @@ import {
   type TopicNames,
 } from '@shopstream/bus';
 import { kafkaConnection, runningMode, type Env } from '@shopstream/config';
-import { queryRow, migrate, openDb, sql, type Db } from '@shopstream/db';
+import { queryRow, migrate, openDb, sql, type Db, type MigrationSource } from '@shopstream/db';
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http';
 import { collectProcessMetrics, createLogger, gauge, tracingEnabled, type Logger } from '@shopstream/telemetry';
 import { tracedDb } from './tracedDb.js';
@@ -42,6 +42,8 @@ export interface RuntimeOptions {
   logTo?: 'stdout' | 'stderr';
   /** Embedded mode: connect to the database of a running `pnpm start` on DATA_DIR instead of refusing (CLI commands). */
   attach?: boolean;
+  /** The services' migration folders (their declarations); default every services/<name>/migrations/ of the workspace. */
+  migrations?: MigrationSource[];
 }
 
 /**
@@ -71,7 +73,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   const db = tracingEnabled() ? tracedDb(untracedDb, env.DATABASE_URL) : untracedDb;
   let opened: Bus | undefined;
   try {
-    await migrate(untracedDb, (m) => logger.info(m));
+    await migrate(untracedDb, (m) => logger.info(m), options.migrations);
     const kafka = env.KAFKA_BROKERS && {
       brokers: env.KAFKA_BROKERS,
       security: kafkaConnection(env),

@@ -1,22 +1,54 @@
 import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import type { Worker } from 'node:worker_threads';
-import type { Runtime, ServiceFactory } from '@shopstream/runtime';
+import { eventsTopic } from '@shopstream/contracts';
+import { defineService, envSchema, type ConfigOf, type ServiceContext, type StartedService } from '@shopstream/runtime';
 import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
+
+/** The variables ingest-api reads. */
+const ingestConfig = envSchema.pick({
+  INGEST_LINGER_MS: true,
+  INGEST_BODY_WORKERS: true,
+  INGEST_RATE_LIMIT_PER_SECOND: true,
+  INGEST_RATE_LIMIT_PER_MINUTE: true,
+  INGEST_RATE_LIMIT_CHUNK: true,
+  INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS: true,
+  INGEST_RATE_LIMIT_HOLD_MS: true,
+  INGEST_SEND_PART_BYTES: true,
+  INGEST_LARGE_BODY_BYTES: true,
+  INGEST_MAX_LARGE_BODIES: true,
+  INGEST_LARGE_BODY_WAIT_MS: true,
+  TRUST_PROXY: true,
+  TRUST_REQUEST_ID: true,
+  PRIVACY_MASTER_KEY: true,
+  PRIVACY_MASTER_KEY_FILE: true,
+});
+/** What ingest-api's code is given: the process's ports and its configuration slice. */
+export type IngestContext = ServiceContext<ConfigOf<typeof ingestConfig>>;
 
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
  * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().
  */
-export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
+export const ingestApiService = defineService({
+  name: 'ingest-api',
+  kind: 'http',
+  config: ingestConfig,
+  migrations: new URL('../migrations', import.meta.url),
+  topics: { emits: [eventsTopic] },
+  start: (rt) => ingestApi(rt),
+});
+
+/** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
+export const startIngestApi = ingestApiService.start;
 
 /** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
-export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWorker): ReturnType<ServiceFactory> {
-  const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
+export async function ingestApi(rt: IngestContext, spawn: () => Worker = spawnBodyWorker): Promise<StartedService> {
+  const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const keys = new ContactKeys(rt.db, await openKeyring(rt), { lingerMs: rt.env.INGEST_LINGER_MS });
-  const bodies = rt.env.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
+  const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), { lingerMs: rt.config.INGEST_LINGER_MS });
+  const bodies = rt.config.INGEST_BODY_WORKERS > 0 ? new BodyPool({ size: rt.config.INGEST_BODY_WORKERS, logger: rt.logger, spawn }) : undefined;
   const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies);
   return {
     name: 'ingest-api',
@@ -32,7 +64,7 @@ export async function ingestApi(rt: Runtime, spawn: () => Worker = spawnBodyWork
   };
 }
 
-type Shed = NonNullable<Awaited<ReturnType<ServiceFactory>>['shed']>;
+type Shed = NonNullable<StartedService['shed']>;
 
 /** The first of the shed handlers that answers. */
 function shedOf(...sheds: (Shed | undefined)[]): Shed {
