@@ -1,10 +1,10 @@
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, loadEnv, type Env } from '@shopstream/config';
-import type { MigrationSource } from '@shopstream/db';
+import { workspaceServiceMigrations, type MigrationSource } from '@shopstream/db';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, startTracing, stopTracing, trackConsumer, type Logger } from '@shopstream/telemetry';
-import { openRuntime, type Runtime } from './runtime.js';
+import { openRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
 import { exitOnSignals, serve, type StartedService } from './service.js';
-import type { ServiceDefinition } from './defineService.js';
+import { migrationSourcesOf, type ServiceDefinition } from './defineService.js';
 
 /** The consumers run elsewhere (a worker thread): the process stops them with its own services. */
 export interface ConsumerThread {
@@ -112,7 +112,12 @@ async function run(
     else if (m.type === 'consumers') port.postMessage({ type: 'consumers', id: m.id, consumers: consumerStates() });
   });
 
-  const rt = await openWithRetries(env, name, gotLogger, opts.migrations);
+  // Every process applies the same steps: the list's folders when it is every service, else the workspace's
+  // service folders and those of the services given (a service declared outside services/, a test's fixture).
+  const workspace = opts.migrations ?? (await workspaceServiceMigrations());
+  const migrations = [...workspace, ...migrationSourcesOf(services).filter((m) => !workspace.some((w) => w.owner === m.owner))];
+  const declaredTopics = services.flatMap((s) => [...s.topics.reads, ...s.topics.emits]);
+  const rt = await openWithRetries(env, name, gotLogger, { migrations, topics: declaredTopics });
   gotLogger(rt.logger);
   if (tracing)
     rt.logger.info({ otlp_endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
@@ -256,7 +261,7 @@ function redacted(env: Env, message: string): string {
  * The deadline's timer is ref'd: while the database driver's sockets are unref'd, an await on them alone would
  * let Node exit 13 (an unsettled top-level await) without a word.
  */
-async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) => void, migrations: MigrationSource[] | undefined): Promise<Runtime> {
+async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) => void, options: RuntimeOptions): Promise<Runtime> {
   const deadline = Date.now() + env.STARTUP_TIMEOUT_MS;
   const where = targets(env);
   let lastError: unknown;
@@ -277,7 +282,7 @@ async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) =>
   try {
     for (let attempt = 1; ; attempt++) {
       logger.info({ attempt }, `opening ${where} (attempt ${attempt})`);
-      const opening = openRuntime(env, name, { migrations });
+      const opening = openRuntime(env, name, options);
       try {
         return await Promise.race([opening, timeout]);
       } catch (e) {

@@ -44,6 +44,8 @@ export interface RuntimeOptions {
   attach?: boolean;
   /** The services' migration folders (their declarations); default every services/<name>/migrations/ of the workspace. */
   migrations?: MigrationSource[];
+  /** The topics the services declare (`defineService`): those beyond the contracts' are created like them. */
+  topics?: readonly { name: string; role: 'source' | 'derived' }[];
 }
 
 /**
@@ -93,7 +95,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     opened = untraced;
     const bus = tracingEnabled() ? tracedBus(untraced) : untraced;
     const topics = topicNames(env.TOPIC_PREFIX);
-    const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
+    const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS }, options.topics);
     await bus.ensureTopics(specs).catch((e: unknown) => {
       // The clients' own words for a refused password or an untrusted certificate are deep in what they throw.
       const security = securityFailure(e);
