@@ -122,6 +122,16 @@ export const envSchema = z.object({
   // Large ingest bodies are parsed, validated and serialised in INGEST_BODY_WORKERS worker threads (0: on the event
   // loop, as small ones are).
   INGEST_BODY_WORKERS: z.coerce.number().int().min(0).default(1),
+  // With Kafka and body workers: the records of those large bodies are published from a thread of their own with a
+  // producer of its own (the same adapter and settings), so their sends are encoded off the event loop and small
+  // requests' sends do not wait behind them. false: published by the process's producer.
+  // The nice value (0-19) of those threads (Linux): on a busy machine the event loop that answers small requests runs
+  // first and large bodies wait. 0: the process's own priority.
+  INGEST_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(10),
+  INGEST_LARGE_BODY_PRODUCER: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   // Above 0: a request's records weighing more are published in parts of about this many bytes, one after the
   // other, so a 6 MB bulk's send does not hold the producer and the event loop at once; a 503 part way through may
   // leave some of its events recorded. 0 (default): one publish, all or nothing.

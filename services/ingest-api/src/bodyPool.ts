@@ -114,20 +114,31 @@ export class BodyPool {
   }
 }
 
+/** What a body worker is started with: its thread's nice value (INGEST_WORKER_NICE; see threadPriority.ts). */
+export interface BodyWorkerData {
+  nice: number;
+}
+
+/** A worker thread of the pool (bodyWorker.ts). */
+export function spawnBodyWorker(data?: BodyWorkerData): Worker {
+  return spawnModuleWorker('bodyWorker', data);
+}
+
 /**
+ * A worker thread running this directory's module `name` (bodyWorker, publisherWorker), given `workerData`.
  * Built (dist/*.js): the worker's own module. From the sources (tsx, vitest): a worker does not inherit tsx's
  * loader, so a one-line bootstrap registers it, then imports the TypeScript module, with workspace packages
  * resolved to their sources as the process does (as services/all-in-one/src/consumerThread.ts). No heap limit of
  * its own (resourceLimits): a worker that reached one could take the whole process down as it ended (Node 20's
  * "Reached heap limit" in the worker's teardown), and a 10 MiB body's parse needs well under the default heap.
  */
-export function spawnBodyWorker(): Worker {
-  const js = new URL('./bodyWorker.js', import.meta.url);
-  if (existsSync(fileURLToPath(js))) return new Worker(js);
-  const ts = new URL('./bodyWorker.ts', import.meta.url).href;
+export function spawnModuleWorker(name: string, workerData?: unknown): Worker {
+  const js = new URL(`./${name}.js`, import.meta.url);
+  if (existsSync(fileURLToPath(js))) return new Worker(js, { workerData });
+  const ts = new URL(`./${name}.ts`, import.meta.url).href;
   const tsx = import.meta.resolve('tsx/esm/api');
   const boot = `import(${JSON.stringify(tsx)}).then(({ register }) => { register(); return import(${JSON.stringify(ts)}); });`;
   const source = '--conditions=@shopstream/source';
   const execArgv = process.execArgv.includes(source) ? process.execArgv : [...process.execArgv, source];
-  return new Worker(boot, { eval: true, execArgv });
+  return new Worker(boot, { eval: true, execArgv, workerData });
 }

@@ -1,10 +1,14 @@
 /**
  * A worker thread of ingest's body pool (bodyPool.ts): prepares large bodies off the event loop that answers
  * HTTP. Each message is a BodyTask, its bytes transferred; the answer is a PreparedBody, its record bytes
- * transferred back. Anything thrown ends the thread: the pool answers that request 503 and starts another.
+ * transferred back. It runs at a lower priority (INGEST_WORKER_NICE), so the event loop comes first on a busy machine. Anything thrown ends the thread: the pool answers that request 503 and starts another.
  */
-import { parentPort } from 'node:worker_threads';
+import type { BodyWorkerData } from './bodyPool.js';
+import { parentPort, workerData } from 'node:worker_threads';
 import { prepareBody, type BodyTask } from './prepareBody.js';
+import { niceThisThread } from './threadPriority.js';
+
+niceThisThread((workerData as BodyWorkerData | undefined)?.nice ?? 0);
 
 parentPort!.on('message', (task: BodyTask) => {
   const prepared = prepareBody(task);

@@ -144,8 +144,17 @@ function ownBytes(b: Buffer): Uint8Array {
 }
 
 /** `POST /events/` and `POST /events/bulk/`, mounted under /v2026-04 behind requireAuth. */
-export function eventRoutes(rt: Runtime, contacts: ContactResolver, keys: ContactKeys, limiter: LeasedRateLimiter = ingestRateLimiter(rt), bodies?: BodyPool) {
+export function eventRoutes(
+  rt: Runtime,
+  contacts: ContactResolver,
+  keys: ContactKeys,
+  limiter: LeasedRateLimiter = ingestRateLimiter(rt),
+  bodies?: BodyPool,
+  largeBus?: IngestPorts['bus'],
+) {
   const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, keys, sendPartBytes: rt.config.INGEST_SEND_PART_BYTES };
+  // The records of a body prepared in the pool: published by the large-body producer thread when there is one.
+  const preparedPorts: IngestPorts = largeBus ? { ...ports, bus: largeBus } : ports;
   // One gate for both endpoints: a single event of unknown length (chunked) takes a turn like a bulk body.
   const gate = largeBodyGate({
     thresholdBytes: rt.config.INGEST_LARGE_BODY_BYTES,
@@ -261,7 +270,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, keys: Contac
       errorHeaders: singleErrorHeaders,
       async handler(req, res) {
         const [outcome] = Buffer.isBuffer(req.body)
-          ? await prepare(req, 'single').then((p) => recordPrepared(ports, context(req, 'single'), p.items, p.heads))
+          ? await prepare(req, 'single').then((p) => recordPrepared(preparedPorts, context(req, 'single'), p.items, p.heads))
           : await recordEvents(ports, context(req, 'single'), [req.body]);
         if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
         sendJson(res, 202, outcome.event);
@@ -306,7 +315,7 @@ export function eventRoutes(rt: Runtime, contacts: ContactResolver, keys: Contac
         if (Buffer.isBuffer(req.body)) {
           const p = await prepare(req, 'bulk');
           if (!(await charge(limiter, req, res, p.items.length))) return;
-          outcomes = await recordPrepared(ports, context(req, 'bulk'), p.items, p.heads);
+          outcomes = await recordPrepared(preparedPorts, context(req, 'bulk'), p.items, p.heads);
         } else {
           const body = validate(bulkRequestSchema, req.body, 'The request body');
           // Counted once the body is known to hold 1 to 100 events: each is one token.

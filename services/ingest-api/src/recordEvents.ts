@@ -12,7 +12,8 @@ import type { ContactQuery } from './resolveContacts.js';
 
 export interface IngestPorts {
   contacts: ContactResolver;
-  bus: Bus;
+  /** Where the records go (publish alone: the process's bus, or the large-body producer thread). */
+  bus: Pick<Bus, 'publish'>;
   eventsTopic: string;
   /**
    * INGEST_SEND_PART_BYTES: when above 0, a request whose records weigh more is published in parts of about this
