@@ -18,14 +18,15 @@ COPY bench/package.json ./bench/package.json
 COPY test/package.json ./test/package.json
 RUN pnpm install --frozen-lockfile
 RUN pnpm build
-# The runtime tree: each built package's manifest and dist/, the migrations (packages/db/dist/migrate.js reads
-# ../migrations), then the production dependencies of the two entry points: all-in-one (every service) and
+# The runtime tree: each built package's manifest and dist/, the migrations (packages/db/migrations for the
+# packages' tables, services/<name>/migrations beside each service's dist/), then the production dependencies
+# of the two entry points: all-in-one (every service) and
 # the CLI (`docker run --entrypoint node <image> services/cli/dist/main.js migrate`).
 RUN mkdir /app && cp package.json pnpm-lock.yaml pnpm-workspace.yaml /app/ \
  && for d in packages/* services/*; do \
       if [ -d "$d/dist" ]; then mkdir -p "/app/$d" && cp "$d/package.json" "/app/$d/" && cp -R "$d/dist" "/app/$d/dist"; fi; \
+      if [ -d "$d/migrations" ]; then cp -R "$d/migrations" "/app/$d/migrations"; fi; \
     done \
- && cp -R packages/db/migrations /app/packages/db/migrations \
  && find /app -name '*.tsbuildinfo' -delete \
  && cd /app && pnpm install --prod --frozen-lockfile --offline --filter @shopstream/all-in-one... --filter @shopstream/cli...
 

@@ -7,7 +7,7 @@ import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import { testConversation as conversation } from '@shopstream/testkit';
 // The export's routes with a clock seam; the query-api's index mounts the same function.
-import { exportRoutes, fetchExportPage } from '@shopstream/query-api';
+import { exportRoutes, fetchExportPage, queryApi } from '@shopstream/query-api';
 
 const DAY = 24 * 3600 * 1000;
 /** The frozen "now" of the export under test; tests move it to show what a cursor pins. */
@@ -17,7 +17,7 @@ let rt: Runtime;
 let projector: StartedService;
 let server: TestServer;
 
-const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(r, { clock: () => now }), stop: async () => {} });
+const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(queryApi.context(r), { clock: () => now }), stop: async () => {} });
 
 const out = (r: ConversationRecord) => conversationsTopic.record(r);
 

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
-import { exportRoutes } from '@shopstream/query-api';
+import { exportRoutes, queryApi } from '@shopstream/query-api';
 
 /** Two query-api processes (two runtimes, two servers) on one database: the limit is theirs together. */
 let rtA: Runtime;
@@ -10,7 +10,7 @@ let rtB: Runtime;
 let a: TestServer;
 let b: TestServer;
 
-const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(r), stop: async () => {} });
+const exportService = (r: Runtime): StartedService => ({ name: 'export', ...exportRoutes(queryApi.context(r)), stop: async () => {} });
 
 beforeAll(async () => {
   rtA = await startTestRuntime({}, 'query-api-a');

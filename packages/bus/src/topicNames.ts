@@ -16,9 +16,11 @@ export function topicNames(prefix = ''): TopicNames {
 
 const keyOfName = new Map(Object.entries(topics).map(([k, name]) => [name as string, k as keyof typeof topics]));
 
-/** The deployment's name of a declared topic (`defineTopic`). */
+/**
+ * The deployment's name of a declared topic (`defineTopic`): one of the contracts' topics by its key, a topic a
+ * service declares itself (`defineService`'s `topics`) by its name after the deployment's TOPIC_PREFIX.
+ */
 export function topicOf(names: TopicNames, topic: { name: string }): string {
   const key = keyOfName.get(topic.name);
-  if (!key) throw new Error(`${topic.name} is not a topic Shopstream owns`);
-  return names[key];
+  return key ? names[key] : `${names.events.slice(0, names.events.length - topics.events.length)}${topic.name}`;
 }

@@ -1,6 +1,6 @@
 import { topicDefinitions } from '@shopstream/contracts';
 import type { TopicSpec } from './port.js';
-import type { TopicNames } from './topicNames.js';
+import { topicOf, type TopicNames } from './topicNames.js';
 
 /**
  * What a topic is to Shopstream, which decides how long it keeps records:
@@ -43,8 +43,21 @@ export function roleConfig(role: TopicRole, derivedRetentionMs: number): Record<
 export type OwnedTopicSpec = TopicSpec & OwnedTopic & { config: Record<string, string> };
 
 /** The specs services, `pnpm cli topics ensure` and tests create and align Shopstream's topics with. */
-export function ownedTopicSpecs(names: TopicNames, opts: { partitions: number; derivedRetentionMs: number }): OwnedTopicSpec[] {
-  return ownedTopics(names).map((t) => ({ ...t, partitions: opts.partitions, config: roleConfig(t.role, opts.derivedRetentionMs) }));
+export function ownedTopicSpecs(
+  names: TopicNames,
+  opts: { partitions: number; derivedRetentionMs: number },
+  /** Topics services declare beyond the contracts' (`defineService`'s `topics`): each, and its dead-letter topic. */
+  declared: readonly { name: string; role: 'source' | 'derived' }[] = [],
+): OwnedTopicSpec[] {
+  const owned = ownedTopics(names);
+  const known = new Set(owned.map((t) => t.topic));
+  for (const d of declared) {
+    const topic = topicOf(names, d);
+    if (known.has(topic)) continue;
+    known.add(topic);
+    owned.push({ topic, role: d.role }, { topic: names.dlq(topic), role: 'dead-letter' });
+  }
+  return owned.map((t) => ({ ...t, partitions: opts.partitions, config: roleConfig(t.role, opts.derivedRetentionMs) }));
 }
 
 /** A kept topic (source or dead letter) whose settings in effect would delete records, and by which limit. */

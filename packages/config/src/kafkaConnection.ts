@@ -1,6 +1,20 @@
 import { readFileSync } from 'node:fs';
 import { ConfigError, type Env } from './index.js';
 
+/** The variables a Kafka connection's security is read from: a service's configuration slice may hold just these. */
+export type KafkaConnectionSettings = Pick<
+  Env,
+  | 'KAFKA_SSL'
+  | 'KAFKA_SSL_CA_FILE'
+  | 'KAFKA_SSL_CERT_FILE'
+  | 'KAFKA_SSL_KEY_FILE'
+  | 'KAFKA_SASL_MECHANISM'
+  | 'KAFKA_SASL_USERNAME'
+  | 'KAFKA_SASL_USERNAME_FILE'
+  | 'KAFKA_SASL_PASSWORD'
+  | 'KAFKA_SASL_PASSWORD_FILE'
+>;
+
 /** SASL as both Kafka adapters take it; OAUTHBEARER is not offered (it needs a token provider that refreshes). */
 export interface KafkaSasl {
   mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512';
@@ -30,7 +44,7 @@ function fromFile(variable: string, file: string, read: Read): string {
 }
 
 /** A secret given directly or as a file (`NAME_FILE`, a mounted secret; its trailing newline dropped), never both. */
-function secret(env: Env, name: 'KAFKA_SASL_USERNAME' | 'KAFKA_SASL_PASSWORD', read: Read): string | undefined {
+function secret(env: KafkaConnectionSettings, name: 'KAFKA_SASL_USERNAME' | 'KAFKA_SASL_PASSWORD', read: Read): string | undefined {
   const direct = env[name];
   const file = env[`${name}_FILE`];
   if (direct !== undefined && file !== undefined) throw new ConfigError(`set ${name} or ${name}_FILE, not both`);
@@ -44,7 +58,7 @@ function secret(env: Env, name: 'KAFKA_SASL_USERNAME' | 'KAFKA_SASL_PASSWORD', r
  * certificate without its key (or the other way round), a mechanism without a username or password, or a
  * username without a mechanism is a ConfigError naming the variables.
  */
-export function kafkaConnection(env: Env, read: Read = readText): KafkaConnection {
+export function kafkaConnection(env: KafkaConnectionSettings, read: Read = readText): KafkaConnection {
   const out: KafkaConnection = {};
   const { KAFKA_SSL_CA_FILE: caFile, KAFKA_SSL_CERT_FILE: certFile, KAFKA_SSL_KEY_FILE: keyFile } = env;
   if ((certFile === undefined) !== (keyFile === undefined)) {

@@ -45,7 +45,7 @@ export interface TopicDeclaration<T> {
    * The contract's key in `schemas`: its value is carried in the `schema` header (`event-recorded.v1`), and the
    * key names the message in the AsyncAPI document (`eventRecorded`).
    */
-  message: keyof typeof schemas;
+  message: keyof typeof schemas | { id: string; schema: string };
   schema: z.ZodType<T>;
   /** Headers beyond the envelope's (content-type, schema, shop_id), to route or filter without parsing. */
   headers?: { [name: string]: { describe: string; of(value: T): string } };
@@ -73,7 +73,8 @@ export interface TopicDefinition<T> extends Omit<TopicDeclaration<T>, 'message' 
  * AsyncAPI document and the JSON Schema files come from the same declaration; the size limits are `topicLimits`.
  */
 export function defineTopic<T extends ShopScoped>({ message, doc, ...d }: TopicDeclaration<T>): TopicDefinition<T> {
-  const schemaId = schemas[message];
+  // A topic of Shopstream's contracts names its key in `schemas`; a service's own topic names its contract itself.
+  const [messageId, schemaId] = typeof message === 'string' ? [message, schemas[message]] : [message.id, message.schema];
   const extra = Object.entries(d.headers ?? {});
   const recordHeaders = (value: T): Record<string, string> => {
     const h: Record<string, string> = { [H.contentType]: 'application/json', [H.schema]: schemaId, [H.shopId]: value.shop_id };
@@ -83,7 +84,7 @@ export function defineTopic<T extends ShopScoped>({ message, doc, ...d }: TopicD
   return {
     ...d,
     schemaId,
-    doc: { messageId: message, ...doc },
+    doc: { messageId, ...doc },
     recordHeaders,
     record: (value, encoded) => ({ key: value.shop_id, value: encoded ?? JSON.stringify(value), headers: recordHeaders(value) }),
   };

@@ -1,12 +1,10 @@
 import { readdir } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createTestDatabase, testInfra } from '@shopstream/testkit';
 import { waitFor } from '@shopstream/testkit';
 import { connectPostgres, type Db } from './db.js';
 import { openPglite } from './pglite.js';
-import { migrate } from './migrate.js';
+import { migrate, packageMigrations, workspaceServiceMigrations } from './migrate.js';
 import { sql } from './db.js';
 
 // The same Db port, the same migrations and the same query results on the embedded PGlite and on a server.
@@ -15,13 +13,13 @@ const backends: [string, () => Promise<Db>][] = [
   ['PostgreSQL', async () => connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 3 })],
 ];
 
-// Steps by file name, over every owner's folder (migrations/<owner>/NNN_name.sql).
+// Steps by file name, over every owner's folder (packages/db/migrations/<package>/ and services/<name>/migrations/).
 const migrationFiles = async () =>
   [
     ...new Set(
-      (await readdir(fileURLToPath(new URL('../migrations', import.meta.url)), { recursive: true }))
-        .filter((f) => f.endsWith('.sql'))
-        .map((f) => path.basename(f)),
+      (await Promise.all([...(await packageMigrations()), ...(await workspaceServiceMigrations())].map((s) => readdir(s.dir))))
+        .flat()
+        .filter((f) => f.endsWith('.sql')),
     ),
   ].sort();
 

@@ -11,7 +11,7 @@ export {
   type PostgresOptions,
 } from './db.js';
 export { openPglite } from './openPglite.js';
-export { migrate, migrationSteps, migrationOwners, type MigrationStep, type MigrationOwner } from './migrate.js';
+export { migrate, migrationSteps, packageMigrations, workspaceServiceMigrations, type MigrationStep, type MigrationSource } from './migrate.js';
 export { openDb, embeddedEngine, type DbConfig, type EmbeddedEngine } from './openDb.js';
 export { openEmbeddedPostgres, embeddedPostgresBinaries, embeddedServerUrl, runningServer, clusterDir } from './embeddedPostgres.js';
 export { lockDataDir, lockHolder, DataDirLockedError } from './dataDirLock.js';

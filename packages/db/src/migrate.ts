@@ -1,29 +1,54 @@
 import { createHash } from 'node:crypto';
-import { readdir, readFile } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { sql, type Db } from './db.js';
 
-const migrationsDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../migrations');
+const here = path.dirname(fileURLToPath(import.meta.url));
+/** The packages' tables' migrations: one folder per owning package under packages/db/migrations/. */
+const packagesDir = path.resolve(here, '../migrations');
+/** The workspace's services, each with its migrations beside its code (services/<name>/migrations/). */
+const servicesDir = path.resolve(here, '../../../services');
+
+/** One owner's migrations: a folder of `NNN_name.sql` files. A service declares its own (defineService). */
+export interface MigrationSource {
+  owner: string;
+  dir: string;
+}
 
 /**
- * Who owns tables, one folder each under migrations/ (see migrations/README.md), in the order their parts of one
- * step run: a part may use an earlier owner's tables.
+ * The packages' migration folders (packages/db/migrations/<package>/): the tables every service builds on
+ * (bus, runtime, http, flows, privacy). They run before the services' parts of one step.
  */
-export const migrationOwners = [
-  'bus',
-  'runtime',
-  'http',
-  'ingest-api',
-  'activity-projector',
-  'flows',
-  'flow-matcher',
-  'conversation-projector',
-  'query-api',
-  'privacy',
-  'all-in-one',
-] as const;
-export type MigrationOwner = (typeof migrationOwners)[number];
+export async function packageMigrations(dir = packagesDir): Promise<MigrationSource[]> {
+  const sources: MigrationSource[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    if (entry.isDirectory()) sources.push({ owner: entry.name, dir: path.join(dir, entry.name) });
+    else if (entry.name.endsWith('.sql')) throw new Error(`migrations/${entry.name}: a migration belongs in its owner's folder`);
+  }
+  return sources;
+}
+
+/**
+ * Every services/<name>/migrations/ folder of the workspace: what a process that runs one service alone (its
+ * main.ts, a test, the benchmark) applies, since it does not import its siblings' declarations. A test
+ * (services/all-in-one) keeps this equal to what the declarations say.
+ */
+export async function workspaceServiceMigrations(dir = servicesDir): Promise<MigrationSource[]> {
+  const sources: MigrationSource[] = [];
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (!entry.isDirectory()) continue;
+    const migrations = path.join(dir, entry.name, 'migrations');
+    if (
+      await stat(migrations).then(
+        (s) => s.isDirectory(),
+        () => false,
+      )
+    )
+      sources.push({ owner: entry.name, dir: migrations });
+  }
+  return sources;
+}
 
 /**
  * One migration step: a file name (`003_conversations.sql`), as schema_migrations records it, and its parts, one
@@ -32,30 +57,33 @@ export type MigrationOwner = (typeof migrationOwners)[number];
  */
 export interface MigrationStep {
   name: string;
-  parts: { owner: MigrationOwner; file: string }[];
+  parts: { owner: string; file: string }[];
 }
 
-/** Every step under migrations/<owner>/, in name order, each step's parts in owner order. */
-export async function migrationSteps(dir = migrationsDir): Promise<MigrationStep[]> {
+/**
+ * Every step of the packages' folders and of `services` (default: every service folder of the workspace), in name
+ * order; a step's parts run the packages' first, then the services', each group by owner name.
+ */
+export async function migrationSteps(services?: MigrationSource[], packagesFolder = packagesDir): Promise<MigrationStep[]> {
+  const packages = await packageMigrations(packagesFolder);
+  const owned = services ?? (await workspaceServiceMigrations());
+  const byName = (a: MigrationSource, b: MigrationSource) => (a.owner < b.owner ? -1 : a.owner > b.owner ? 1 : 0);
+  const sources = [...packages.sort(byName), ...[...owned].sort(byName)];
+  const seen = new Set<string>();
+  for (const s of sources) {
+    if (seen.has(s.owner)) throw new Error(`two migration folders for owner ${s.owner}`);
+    seen.add(s.owner);
+  }
   const steps = new Map<string, MigrationStep>();
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (!entry.isDirectory()) {
-      if (entry.name.endsWith('.sql')) throw new Error(`migrations/${entry.name}: a migration belongs in its owner's folder (${migrationOwners.join(', ')})`);
-      continue;
-    }
-    const owner = entry.name as MigrationOwner;
-    if (!migrationOwners.includes(owner)) throw new Error(`migrations/${entry.name}/: not an owner listed in migrationOwners (packages/db/src/migrate.ts)`);
-    for (const name of await readdir(path.join(dir, owner))) {
-      if (!name.endsWith('.sql')) continue;
-      const step = steps.get(name) ?? { name, parts: [] };
-      step.parts.push({ owner, file: path.join(dir, owner, name) });
-      steps.set(name, step);
+  for (const source of sources) {
+    for (const entry of await readdir(source.dir, { withFileTypes: true })) {
+      if (!entry.name.endsWith('.sql')) continue;
+      const step = steps.get(entry.name) ?? { name: entry.name, parts: [] };
+      step.parts.push({ owner: source.owner, file: path.join(source.dir, entry.name) });
+      steps.set(entry.name, step);
     }
   }
-  const order = (o: MigrationOwner) => migrationOwners.indexOf(o);
-  return [...steps.values()]
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
-    .map((s) => ({ ...s, parts: s.parts.sort((a, b) => order(a.owner) - order(b.owner)) }));
+  return [...steps.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 }
 
 /**
@@ -87,9 +115,9 @@ export class MigrationChangedError extends Error {
  * checksum): an edited applied step throws MigrationChangedError and nothing runs; a step applied before
  * checksums were recorded gets its checksum now, from the files as they are.
  */
-export async function migrate(db: Db, log: (msg: string) => void = () => {}, dir = migrationsDir): Promise<string[]> {
+export async function migrate(db: Db, log: (msg: string) => void = () => {}, services?: MigrationSource[], packagesFolder = packagesDir): Promise<string[]> {
   const steps = await Promise.all(
-    (await migrationSteps(dir)).map(async (step) => {
+    (await migrationSteps(services, packagesFolder)).map(async (step) => {
       const texts = await Promise.all(step.parts.map((p) => readFile(p.file, 'utf8')));
       return { ...step, texts, checksum: stepChecksum(texts) };
     }),

@@ -1,6 +1,19 @@
 export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type FiniteRetention } from './runtime.js';
 export { serve, exitOnSignals, type StartedService, type ServiceFactory } from './service.js';
-export { runServices, StartupTimeoutError, type ServiceEntry, type ConsumerThread, type RunServicesOptions } from './runServices.js';
+export { runServices, StartupTimeoutError, type ConsumerThread, type RunServicesOptions } from './runServices.js';
+export {
+  defineService,
+  checkedEmits,
+  migrationSourcesOf,
+  UndeclaredEmitError,
+  type ConfigSlice,
+  type ConfigOf,
+  type ServiceContext,
+  type ServiceDeclaration,
+  type ServiceDefinition,
+} from './defineService.js';
 export { buildOpenApi } from './openapi.js';
 export type { OpenApiPart, OpenApiOperation, OpenApiParam, OpenApiHeader, OpenApiHeaders } from '@shopstream/http';
 export { buildAsyncApi } from './asyncapi.js';
+/** The env schema a service picks its configuration slice from (`envSchema.pick({ ... })`). */
+export { envSchema } from '@shopstream/config';

@@ -1,19 +1,10 @@
 import { parentPort } from 'node:worker_threads';
-import type { ProjectionDefinition } from '@shopstream/bus';
 import { ConfigError, loadEnv, type Env } from '@shopstream/config';
+import { workspaceServiceMigrations, type MigrationSource } from '@shopstream/db';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, startTracing, stopTracing, trackConsumer, type Logger } from '@shopstream/telemetry';
-import { openRuntime, type Runtime } from './runtime.js';
-import { exitOnSignals, serve, type ServiceFactory, type StartedService } from './service.js';
-
-/** A service as a process runs it: its name, how it starts, and whether it consumes topics in a consumer group. */
-export interface ServiceEntry {
-  name: string;
-  start: ServiceFactory;
-  /** Started after the HTTP port listens: joining a group can wait out a dead member's session. */
-  consumer?: boolean;
-  /** The projection it runs live: /status and the rebuild gauges of every process list it, whichever services the process runs. */
-  projection?: (env: Env) => ProjectionDefinition<unknown>;
-}
+import { openRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
+import { exitOnSignals, serve, type StartedService } from './service.js';
+import { migrationSourcesOf, type ServiceDefinition } from './defineService.js';
 
 /** The consumers run elsewhere (a worker thread): the process stops them with its own services. */
 export interface ConsumerThread {
@@ -31,7 +22,7 @@ export interface RunServicesOptions {
    * Where the consumers run when not in this thread: given the runtime, a thread that runs them, or
    * undefined to run them here. `onDied`: the thread ended on its own; the process exits 1.
    */
-  consumersInThread?: (rt: Runtime, consumers: ServiceEntry[], onDied: (err: unknown) => void) => ConsumerThread | undefined;
+  consumersInThread?: (rt: Runtime, consumers: ServiceDefinition[], onDied: (err: unknown) => void) => ConsumerThread | undefined;
   /** After start: lines for the operator (the all-in-one's banner), given the runtime and the base URL. */
   banner?: (rt: Runtime, baseUrl: string) => Promise<string | undefined>;
   /**
@@ -42,6 +33,12 @@ export interface RunServicesOptions {
   inThread?: boolean;
   /** The environment; default loadEnv(). */
   env?: Env;
+  /**
+   * The services' migration folders, from their declarations (`migrationSourcesOf`), when the list given is
+   * every service; default: every services/<name>/migrations/ folder of the workspace (a process running one
+   * service alone does not import its siblings, and every process must apply the same steps).
+   */
+  migrations?: MigrationSource[];
 }
 
 /** The process could not start within STARTUP_TIMEOUT_MS: the message names what it could not reach. */
@@ -64,7 +61,7 @@ export class StartupTimeoutError extends Error {
  * kept alive by its supervisor. A signal drains requests, stops the services in reverse order, closes the
  * ports and exits 0; anything that escapes is one log line and exit 1.
  */
-export async function runServices(services: ServiceEntry[], opts: RunServicesOptions = {}): Promise<void> {
+export async function runServices(services: ServiceDefinition[], opts: RunServicesOptions = {}): Promise<void> {
   const name = opts.name ?? opts.only ?? (services.length === 1 ? services[0].name : 'all-in-one');
   const signals = opts.inThread ? undefined : exitOnSignals();
   let logger: Logger | undefined;
@@ -89,7 +86,7 @@ export async function runServices(services: ServiceEntry[], opts: RunServicesOpt
 }
 
 async function run(
-  services: ServiceEntry[],
+  services: ServiceDefinition[],
   opts: RunServicesOptions,
   name: string,
   signals: ReturnType<typeof exitOnSignals> | undefined,
@@ -115,7 +112,12 @@ async function run(
     else if (m.type === 'consumers') port.postMessage({ type: 'consumers', id: m.id, consumers: consumerStates() });
   });
 
-  const rt = await openWithRetries(env, name, gotLogger);
+  // Every process applies the same steps: the list's folders when it is every service, else the workspace's
+  // service folders and those of the services given (a service declared outside services/, a test's fixture).
+  const workspace = opts.migrations ?? (await workspaceServiceMigrations());
+  const migrations = [...workspace, ...migrationSourcesOf(services).filter((m) => !workspace.some((w) => w.owner === m.owner))];
+  const declaredTopics = services.flatMap((s) => [...s.topics.reads, ...s.topics.emits]);
+  const rt = await openWithRetries(env, name, gotLogger, { migrations, topics: declaredTopics });
   gotLogger(rt.logger);
   if (tracing)
     rt.logger.info({ otlp_endpoint: process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ?? process.env.OTEL_EXPORTER_OTLP_ENDPOINT }, 'OpenTelemetry tracing on');
@@ -123,8 +125,8 @@ async function run(
   const stopAll = async () => {
     for (const s of [...started].reverse()) await s.stop().catch((e) => rt.logger.error({ err: e, service: s.name }, 'stop failed'));
   };
-  const http = chosen.filter((s) => !s.consumer);
-  const consumers = chosen.filter((s) => s.consumer);
+  const http = chosen.filter((s) => s.kind === 'http');
+  const consumers = chosen.filter((s) => s.kind === 'consumer');
   try {
     for (const s of http) started.push(await s.start(rt));
   } catch (e) {
@@ -207,7 +209,7 @@ async function run(
  * (the HTTP APIs of the process already serve): a database or broker away at start is waited for, logged
  * at each attempt; liveness fails once it has not run for CONSUMER_DEAD_AFTER_MS. Undefined when a stop came first.
  */
-async function startUntilUp(c: ServiceEntry, rt: Runtime, stopping: () => boolean): Promise<StartedService | undefined> {
+async function startUntilUp(c: ServiceDefinition, rt: Runtime, stopping: () => boolean): Promise<StartedService | undefined> {
   const health = trackConsumer(c.name);
   try {
     for (let attempt = 1; ; attempt++) {
@@ -259,7 +261,7 @@ function redacted(env: Env, message: string): string {
  * The deadline's timer is ref'd: while the database driver's sockets are unref'd, an await on them alone would
  * let Node exit 13 (an unsettled top-level await) without a word.
  */
-async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) => void): Promise<Runtime> {
+async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) => void, options: RuntimeOptions): Promise<Runtime> {
   const deadline = Date.now() + env.STARTUP_TIMEOUT_MS;
   const where = targets(env);
   let lastError: unknown;
@@ -280,7 +282,7 @@ async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) =>
   try {
     for (let attempt = 1; ; attempt++) {
       logger.info({ attempt }, `opening ${where} (attempt ${attempt})`);
-      const opening = openRuntime(env, name);
+      const opening = openRuntime(env, name, options);
       try {
         return await Promise.race([opening, timeout]);
       } catch (e) {

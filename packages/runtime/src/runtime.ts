@@ -13,7 +13,7 @@ import {
   type TopicNames,
 } from '@shopstream/bus';
 import { groupInstanceId, kafkaConnection, runningMode, type Env } from '@shopstream/config';
-import { migrate, openDb, type Db } from '@shopstream/db';
+import { migrate, openDb, type Db, type MigrationSource } from '@shopstream/db';
 // The subpath, not the package's index: a process that only opens ports (a CLI command) loads no express.
 import { ApiKeyStore, bootstrapApiKeys } from '@shopstream/http/apiKeys';
 import { collectProcessMetrics, createLogger, gauge, tracingEnabled, type Logger } from '@shopstream/telemetry';
@@ -41,6 +41,10 @@ export interface RuntimeOptions {
   logTo?: 'stdout' | 'stderr';
   /** Embedded mode: connect to the database of a running `pnpm start` on DATA_DIR instead of refusing (CLI commands). */
   attach?: boolean;
+  /** The services' migration folders (their declarations); default every services/<name>/migrations/ of the workspace. */
+  migrations?: MigrationSource[];
+  /** The topics the services declare (`defineService`): those beyond the contracts' are created like them. */
+  topics?: readonly { name: string; role: 'source' | 'derived' }[];
 }
 
 /**
@@ -70,7 +74,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   const db = tracingEnabled() ? tracedDb(untracedDb, env.DATABASE_URL) : untracedDb;
   let opened: Bus | undefined;
   try {
-    await migrate(untracedDb, (m) => logger.info(m));
+    await migrate(untracedDb, (m) => logger.info(m), options.migrations);
     const kafka = env.KAFKA_BROKERS && {
       brokers: env.KAFKA_BROKERS,
       security: kafkaConnection(env),
@@ -90,7 +94,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     opened = untraced;
     const bus = tracingEnabled() ? tracedBus(untraced) : untraced;
     const topics = topicNames(env.TOPIC_PREFIX);
-    const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS });
+    const specs = ownedTopicSpecs(topics, { partitions: env.KAFKA_PARTITIONS, derivedRetentionMs: env.DERIVED_TOPIC_RETENTION_MS }, options.topics);
     await bus.ensureTopics(specs).catch((e: unknown) => {
       // The clients' own words for a refused password or an untrusted certificate are deep in what they throw.
       const security = securityFailure(e);

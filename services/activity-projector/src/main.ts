@@ -1,4 +1,4 @@
 import { runServices } from '@shopstream/runtime';
-import { startActivityProjector } from './index.js';
+import { activityProjector } from './index.js';
 
-await runServices([{ name: 'activity-projector', start: startActivityProjector, consumer: true }]);
+await runServices([activityProjector]);

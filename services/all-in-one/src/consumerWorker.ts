@@ -11,7 +11,7 @@
 import { workerData } from 'node:worker_threads';
 import type { Env } from '@shopstream/config';
 import { runServices } from '@shopstream/runtime';
-import { services } from './services.js';
+import { migrationSources, services } from './services.js';
 
 export interface ConsumerWorkerData {
   env: Env;
@@ -21,5 +21,5 @@ export interface ConsumerWorkerData {
 const data = workerData as ConsumerWorkerData;
 await runServices(
   services.filter((s) => data.services.includes(s.name)),
-  { inThread: true, env: data.env, name: 'consumers' },
+  { inThread: true, env: data.env, name: 'consumers', migrations: migrationSources },
 );

@@ -1,6 +1,6 @@
 import { parseEnvFromArgs } from './args.js';
 import { runServices, type Runtime } from '@shopstream/runtime';
-import { services, serviceNames } from './services.js';
+import { migrationSources, services, serviceNames } from './services.js';
 import { ensureDemoKey } from './demo.js';
 import { startConsumerThread } from './consumerThread.js';
 import { embeddedServerUrl } from '@shopstream/db';
@@ -23,6 +23,7 @@ const name = service ?? 'all-in-one';
 await runServices(services, {
   only: service,
   name,
+  migrations: migrationSources,
   // Every service on the embedded PostgreSQL: the consumers get a worker thread, a client of the same server.
   consumersInThread: (rt, consumers, onDied) => {
     const url =

@@ -1,39 +1,32 @@
 import type { ProjectionDefinition } from '@shopstream/bus';
 import type { Env } from '@shopstream/config';
-import type { ServiceEntry } from '@shopstream/runtime';
-import { activityProjection, startActivityProjector } from '@shopstream/activity-projector';
-import { flowMatcherProjection, startFlowMatcher } from '@shopstream/flow-matcher';
-import { conversationProjection, startConversationProjector } from '@shopstream/conversation-projector';
+import type { MigrationSource } from '@shopstream/db';
+import { fileURLToPath } from 'node:url';
+import { migrationSourcesOf, type Runtime, type ServiceDefinition, type StartedService } from '@shopstream/runtime';
+import { ingestApiService } from '@shopstream/ingest-api';
+import { activityProjector } from '@shopstream/activity-projector';
+import { flowMatcher } from '@shopstream/flow-matcher';
+import { conversationProjector } from '@shopstream/conversation-projector';
+import { queryApi } from '@shopstream/query-api';
 
 /**
- * Every Shopstream service by the name `pnpm start <service>` takes: the HTTP APIs, then the consumers. A
- * consumer joins a consumer group; the runner starts it after the port listens: joining a group can take as
- * long as the session of a member that died without leaving (a kill -9), and the HTTP APIs need not wait for that.
+ * Every Shopstream service, each its package's one declaration (`defineService`), by the name `pnpm start
+ * <service>` and docker-compose.yml take: the HTTP APIs, then the consumers. Everything else is derived from
+ * this list: the process's services, the CLI's projections, the migration owners, the compose file's services
+ * (checked by test/compose.unit.spec.ts). A new service is its package and one line here.
  */
-export const services: ServiceEntry[] = [
-  // The HTTP APIs load on start: a process that only reads the declarations (`pnpm cli projections`) skips
-  // express's routes, privacy and libphonenumber (a third of the CLI's start-up).
-  { name: 'ingest-api', start: async (rt) => (await import('@shopstream/ingest-api')).startIngestApi(rt) },
-  { name: 'query-api', start: async (rt) => (await import('@shopstream/query-api')).startQueryApi(rt) },
-  { name: 'activity-projector', start: startActivityProjector, consumer: true, projection: () => activityProjection as ProjectionDefinition<unknown> },
-  {
-    name: 'flow-matcher',
-    start: startFlowMatcher,
-    consumer: true,
-    projection: (env) => flowMatcherProjection(env.FLOW_REFRESH_MS) as ProjectionDefinition<unknown>,
-  },
-  {
-    name: 'conversation-projector',
-    start: startConversationProjector,
-    consumer: true,
-    projection: () => conversationProjection as ProjectionDefinition<unknown>,
-  },
-];
+export const services: ServiceDefinition[] = [ingestApiService, queryApi, activityProjector, flowMatcher, conversationProjector];
 
 /** Every projection, from the services' declarations: what `pnpm cli projections` and /status list. */
 export const projectionDefinitions = (env: Env): ProjectionDefinition<unknown>[] => services.flatMap((s) => (s.projection ? [s.projection(env)] : []));
 
 export const serviceNames = services.map((s) => s.name);
 
-/** Each service's factory by name, for tests and the benchmark server that compose services themselves. */
-export const serviceFactories: Record<string, ServiceEntry['start']> = Object.fromEntries(services.map((s) => [s.name, s.start]));
+/** The all-in-one's own tables (embedded_demo): a folder beside its code like a service's. */
+const ownMigrations: MigrationSource = { owner: 'all-in-one', dir: fileURLToPath(new URL('../migrations', import.meta.url)) };
+
+/** The migrations every process applies: each service's folder, from its declaration, and the all-in-one's. */
+export const migrationSources: MigrationSource[] = migrationSourcesOf(services, [ownMigrations]);
+
+/** Each service's start on a whole runtime (its context cut from it), for tests and the benchmark server that compose services themselves. */
+export const serviceFactories: Record<string, (rt: Runtime) => Promise<StartedService>> = Object.fromEntries(services.map((s) => [s.name, s.start]));

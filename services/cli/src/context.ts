@@ -1,6 +1,7 @@
 import { loadEnv } from '@shopstream/config';
 // runtime.ts alone (`/open`): the package's index serves HTTP too, and express is a third of a command's start.
 import { openRuntime, type Runtime, type RuntimeOptions } from '@shopstream/runtime/open';
+import { migrationSources } from '@shopstream/all-in-one';
 import { DataDirLockedError, migrate, openDb, type Db } from '@shopstream/db';
 import { cliIo } from './io.js';
 import { assertKafkaReachable } from './reach.js';
@@ -28,7 +29,7 @@ export async function withRuntime<T>(fn: (rt: Runtime) => Promise<T>, options: R
   if (env.KAFKA_BROKERS) await assertKafkaReachable(env.KAFKA_BROKERS, CONNECT_TIMEOUT_MS);
   let rt: Runtime;
   try {
-    rt = await openRuntime(env, 'cli', { logTo: 'stderr', attach: true, ...options });
+    rt = await openRuntime(env, 'cli', { logTo: 'stderr', attach: true, migrations: migrationSources, ...options });
   } catch (e) {
     if (e instanceof DataDirLockedError) {
       throw new EmbeddedServerRunningError(
@@ -66,7 +67,7 @@ export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>
     throw e;
   }
   try {
-    if (options.migrate ?? true) await migrate(db);
+    if (options.migrate ?? true) await migrate(db, undefined, migrationSources);
     return await fn(db);
   } finally {
     await db.close();

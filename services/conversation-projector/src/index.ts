@@ -1,23 +1,35 @@
 import { runLiveProjection } from '@shopstream/bus';
-import type { ServiceFactory } from '@shopstream/runtime';
+import { conversationsTopic } from '@shopstream/contracts';
+import { checkedEmits, defineService, envSchema } from '@shopstream/runtime';
 import { conversationProjection } from './conversationProjection.js';
 
 export { applyConversationRecords } from './applyConversationRecords.js';
 export { conversationProjection } from './conversationProjection.js';
 
 /** conversation-projector: runs `conversationProjection` live. */
-export const startConversationProjector: ServiceFactory = async (rt) => {
-  const projection = await runLiveProjection(conversationProjection, {
-    bus: rt.bus,
-    db: rt.db,
-    logger: rt.logger.child({ component: 'conversation-projector' }),
-    topics: rt.topics,
-    groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
-    env: rt.env,
-  });
-  return {
-    name: 'conversation-projector',
-    readiness: projection.readiness,
-    stop: () => projection.stop(),
-  };
-};
+export const conversationProjector = defineService({
+  name: 'conversation-projector',
+  kind: 'consumer',
+  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
+  projection: () => conversationProjection,
+  migrations: new URL('../migrations', import.meta.url),
+  topics: { reads: [conversationsTopic], emits: [] },
+  async start(rt) {
+    const projection = await runLiveProjection(checkedEmits(conversationProjection), {
+      bus: rt.bus,
+      db: rt.db,
+      logger: rt.logger.child({ component: 'conversation-projector' }),
+      topics: rt.topics,
+      groupPrefix: rt.config.CONSUMER_GROUP_PREFIX,
+      env: rt.config,
+    });
+    return {
+      name: 'conversation-projector',
+      readiness: projection.readiness,
+      stop: () => projection.stop(),
+    };
+  },
+});
+
+/** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
+export const startConversationProjector = conversationProjector.start;

@@ -1,4 +1,4 @@
 import { runServices } from '@shopstream/runtime';
-import { startConversationProjector } from './index.js';
+import { conversationProjector } from './index.js';
 
-await runServices([{ name: 'conversation-projector', start: startConversationProjector, consumer: true }]);
+await runServices([conversationProjector]);

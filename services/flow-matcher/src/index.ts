@@ -1,5 +1,6 @@
 import { runLiveProjection } from '@shopstream/bus';
-import type { ServiceFactory } from '@shopstream/runtime';
+import { flowTriggersTopic, metricsTopic } from '@shopstream/contracts';
+import { checkedEmits, defineService, envSchema } from '@shopstream/runtime';
 import { flowMatcherProjection } from './flowMatcherProjection.js';
 
 export { matchFlow, holds, valueAtPath } from './matchFlow.js';
@@ -8,20 +9,31 @@ export { flowMatcherProjection } from './flowMatcherProjection.js';
 export { triggerId } from './matchTriggers.js';
 
 /** flow-matcher: runs `flowMatcherProjection` live. */
-export const startFlowMatcher: ServiceFactory = async (rt) => {
-  const logger = rt.logger.child({ component: 'flow-matcher' });
-  const projection = await runLiveProjection(flowMatcherProjection(rt.env.FLOW_REFRESH_MS), {
-    bus: rt.bus,
-    db: rt.db,
-    logger,
-    topics: rt.topics,
-    groupPrefix: rt.env.CONSUMER_GROUP_PREFIX,
-    env: rt.env,
-  });
-  logger.info({ topic: rt.topics.metrics, refresh_ms: rt.env.FLOW_REFRESH_MS }, 'flow matcher started');
-  return {
-    name: 'flow-matcher',
-    readiness: projection.readiness,
-    stop: () => projection.stop(),
-  };
-};
+export const flowMatcher = defineService({
+  name: 'flow-matcher',
+  kind: 'consumer',
+  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, FLOW_REFRESH_MS: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
+  projection: (config) => flowMatcherProjection(config.FLOW_REFRESH_MS),
+  migrations: new URL('../migrations', import.meta.url),
+  topics: { reads: [metricsTopic], emits: [flowTriggersTopic] },
+  async start(rt) {
+    const logger = rt.logger.child({ component: 'flow-matcher' });
+    const projection = await runLiveProjection(checkedEmits(flowMatcherProjection(rt.config.FLOW_REFRESH_MS)), {
+      bus: rt.bus,
+      db: rt.db,
+      logger,
+      topics: rt.topics,
+      groupPrefix: rt.config.CONSUMER_GROUP_PREFIX,
+      env: rt.config,
+    });
+    logger.info({ topic: rt.topics.metrics, refresh_ms: rt.config.FLOW_REFRESH_MS }, 'flow matcher started');
+    return {
+      name: 'flow-matcher',
+      readiness: projection.readiness,
+      stop: () => projection.stop(),
+    };
+  },
+});
+
+/** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
+export const startFlowMatcher = flowMatcher.start;

@@ -1,4 +1,4 @@
 import { runServices } from '@shopstream/runtime';
-import { startFlowMatcher } from './index.js';
+import { flowMatcher } from './index.js';
 
-await runServices([{ name: 'flow-matcher', start: startFlowMatcher, consumer: true }]);
+await runServices([flowMatcher]);

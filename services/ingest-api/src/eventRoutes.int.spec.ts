@@ -12,7 +12,7 @@ import { eventRecordOf } from '@shopstream/testkit';
 import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
 import { activityId, activityKey } from '@shopstream/records';
 import { spawnBodyWorker } from './bodyPool.js';
-import { ingestApi, startIngestApi } from './index.js';
+import { ingestApi, ingestApiService, startIngestApi } from './index.js';
 
 let rt: Runtime;
 let server: TestServer;
@@ -636,7 +636,7 @@ describe('large bodies prepared in the body pool', () => {
     let spawned = 0;
     const spawn = () =>
       spawned++ === 0 ? new Worker("require('node:worker_threads').parentPort.once('message', () => process.exit(3));", { eval: true }) : spawnBodyWorker();
-    crashing = await startTestServer(rtCrash, [await ingestApi(rtCrash, spawn)]);
+    crashing = await startTestServer(rtCrash, [await ingestApi(ingestApiService.context(rtCrash), spawn)]);
   });
   afterAll(async () => {
     await pooled?.stop();

@@ -17,7 +17,7 @@ import {
   type ShedAnswer,
 } from '@shopstream/http';
 import type { ContactKeys } from '@shopstream/privacy';
-import type { Runtime } from '@shopstream/runtime';
+import type { IngestContext as Runtime } from './index.js';
 import type { ContactResolver } from './contactResolver.js';
 import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
 import { isLarge, largeBodyGate } from './largeBodies.js';
@@ -37,10 +37,10 @@ export function ingestRateLimiter(rt: Runtime): LeasedRateLimiter {
     db: rt.db,
     bucket: 'events',
     unit: 'events',
-    perSecond: rt.env.INGEST_RATE_LIMIT_PER_SECOND,
-    perMinute: rt.env.INGEST_RATE_LIMIT_PER_MINUTE,
-    chunk: rt.env.INGEST_RATE_LIMIT_CHUNK,
-    leaseTimeoutMs: rt.env.INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS,
+    perSecond: rt.config.INGEST_RATE_LIMIT_PER_SECOND,
+    perMinute: rt.config.INGEST_RATE_LIMIT_PER_MINUTE,
+    chunk: rt.config.INGEST_RATE_LIMIT_CHUNK,
+    leaseTimeoutMs: rt.config.INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS,
     onFailOpen: (err) => rt.logger.warn({ err }, 'ingest rate limit: the database did not answer a lease; counting on this replica alone for now (fail open)'),
   });
 }
@@ -79,7 +79,7 @@ const SHED_ROUTES = new Set(['/v2026-04/events/', '/v2026-04/events/bulk/']);
  */
 export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: IncomingMessage, res: ServerResponse) => ShedAnswer | false) | undefined {
   if (!limiter.enabled) return undefined;
-  const held = new HeldAnswers(rt.env.INGEST_RATE_LIMIT_HOLD_MS);
+  const held = new HeldAnswers(rt.config.INGEST_RATE_LIMIT_HOLD_MS);
   return (req, res) => {
     if (req.method !== 'POST' || !SHED_ROUTES.has(req.url ?? '')) return false;
     const secret = bearerSecret(req.headers.authorization);
@@ -91,7 +91,7 @@ export function shedOverLimit(rt: Runtime, limiter: LeasedRateLimiter): ((req: I
     if (!key.shops.has(shopId)) return false;
     const d = limiter.rejectNow(key.id, shopId);
     if (!d) return false;
-    const requestId = requestIdOf(req, rt.env.TRUST_REQUEST_ID);
+    const requestId = requestIdOf(req, rt.config.TRUST_REQUEST_ID);
     const error = limiter.error(d);
     held.hold(res, () => {
       res.setHeader('X-Request-Id', requestId);
@@ -113,9 +113,9 @@ export function shedUnknownKeys(rt: Runtime): (req: IncomingMessage, res: Server
     if (req.method !== 'POST' || !SHED_ROUTES.has(req.url ?? '')) return false;
     const secret = bearerSecret(req.headers.authorization);
     if (secret === undefined) return false;
-    const error = refusalAtOnce(rt.apiKeys, secret, rt.env.TRUST_PROXY ? undefined : req.socket.remoteAddress);
+    const error = refusalAtOnce(rt.apiKeys, secret, rt.config.TRUST_PROXY ? undefined : req.socket.remoteAddress);
     if (!error) return false;
-    const requestId = requestIdOf(req, rt.env.TRUST_REQUEST_ID);
+    const requestId = requestIdOf(req, rt.config.TRUST_REQUEST_ID);
     res.setHeader('X-Request-Id', requestId);
     sendError(res, requestId, error);
     return { route: req.url!, requestId, shopId: '', apiKeyId: '', status: error.status };
@@ -152,14 +152,14 @@ export function eventRoutes(
   bodies?: BodyPool,
   largeBus?: IngestPorts['bus'],
 ) {
-  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, keys, sendPartBytes: rt.env.INGEST_SEND_PART_BYTES };
+  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, keys, sendPartBytes: rt.config.INGEST_SEND_PART_BYTES };
   // The records of a body prepared in the pool: published by the large-body producer thread when there is one.
   const preparedPorts: IngestPorts = largeBus ? { ...ports, bus: largeBus } : ports;
   // One gate for both endpoints: a single event of unknown length (chunked) takes a turn like a bulk body.
   const gate = largeBodyGate({
-    thresholdBytes: rt.env.INGEST_LARGE_BODY_BYTES,
-    max: rt.env.INGEST_MAX_LARGE_BODIES,
-    waitMs: rt.env.INGEST_LARGE_BODY_WAIT_MS,
+    thresholdBytes: rt.config.INGEST_LARGE_BODY_BYTES,
+    max: rt.config.INGEST_MAX_LARGE_BODIES,
+    waitMs: rt.config.INGEST_LARGE_BODY_WAIT_MS,
   });
   // Taken before the body is read, so a large body's upload time does not move the default event_time.
   const arrived = (req: Timed, _res: unknown, next: () => void) => {
@@ -168,7 +168,7 @@ export function eventRoutes(
   };
   const context = (req: Timed, endpoint: 'single' | 'bulk') => ({ shopId: req.shopId, requestId: req.id, receivedAt: req[ARRIVED] ?? new Date(), endpoint });
   // With a body pool, a large body is read as bytes and prepared in a worker; else parsed here like a small one.
-  const bytesOf = (limit: string): RequestHandler[] => (bodies ? [largeBodyBytes(rt.env.INGEST_LARGE_BODY_BYTES, limit)] : []);
+  const bytesOf = (limit: string): RequestHandler[] => (bodies ? [largeBodyBytes(rt.config.INGEST_LARGE_BODY_BYTES, limit)] : []);
   /**
    * A large body prepared in the pool: the same answers as the in-thread path (400 invalid_json, the bulk body's
    * 400 validation_error); a worker that ended while holding it is a 503 with Retry-After.
@@ -284,8 +284,8 @@ export function eventRoutes(
       description:
         'Each item is validated and recorded like a single event; an invalid item fails alone, with `fields` paths relative to the item. ' +
         'One result per item, in request order. Body at most 10 MiB; bodies over 1 MiB are handled a few at a time, and one that waits too long for its turn gets 503 with Retry-After. ' +
-        (rt.env.INGEST_SEND_PART_BYTES > 0
-          ? `On 503 no item was recorded, except for a request whose records weigh more than ${rt.env.INGEST_SEND_PART_BYTES} bytes: it is written in parts, and a 503 part way may leave some of its items recorded.`
+        (rt.config.INGEST_SEND_PART_BYTES > 0
+          ? `On 503 no item was recorded, except for a request whose records weigh more than ${rt.config.INGEST_SEND_PART_BYTES} bytes: it is written in parts, and a 503 part way may leave some of its items recorded.`
           : 'On 503 no item was recorded.') +
         limitText +
         ' Each event of a bulk request counts; a request over the limit records none of them.',

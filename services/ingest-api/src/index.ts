@@ -3,28 +3,83 @@ import { kafkaConnection } from '@shopstream/config';
 import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import { tracingEnabled } from '@shopstream/telemetry';
 import type { Worker } from 'node:worker_threads';
-import type { Runtime, ServiceFactory } from '@shopstream/runtime';
+import { eventsTopic } from '@shopstream/contracts';
+import { defineService, envSchema, type ConfigOf, type ServiceContext, type StartedService } from '@shopstream/runtime';
 import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { WorkerPublisher } from './publisher.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 
+/** The variables ingest-api reads. */
+const ingestConfig = envSchema.pick({
+  INGEST_LINGER_MS: true,
+  INGEST_BODY_WORKERS: true,
+  INGEST_RATE_LIMIT_PER_SECOND: true,
+  INGEST_RATE_LIMIT_PER_MINUTE: true,
+  INGEST_RATE_LIMIT_CHUNK: true,
+  INGEST_RATE_LIMIT_LEASE_TIMEOUT_MS: true,
+  INGEST_RATE_LIMIT_HOLD_MS: true,
+  INGEST_SEND_PART_BYTES: true,
+  INGEST_LARGE_BODY_BYTES: true,
+  INGEST_MAX_LARGE_BODIES: true,
+  INGEST_LARGE_BODY_WAIT_MS: true,
+  TRUST_PROXY: true,
+  TRUST_REQUEST_ID: true,
+  INGEST_WORKER_NICE: true,
+  INGEST_LARGE_BODY_PRODUCER: true,
+  INGEST_PUBLISH_TIMEOUT_MS: true,
+  INGEST_PUBLISH_STALL_MS: true,
+  PRIVACY_MASTER_KEY: true,
+  PRIVACY_MASTER_KEY_FILE: true,
+  // The large-body producer thread's own Kafka client, opened as the process's is (runtime.ts).
+  KAFKA_BROKERS: true,
+  KAFKA_CLIENT: true,
+  KAFKA_CLIENT_ID: true,
+  KAFKA_REPLICATION: true,
+  KAFKA_SSL: true,
+  KAFKA_SSL_CA_FILE: true,
+  KAFKA_SSL_CERT_FILE: true,
+  KAFKA_SSL_KEY_FILE: true,
+  KAFKA_SASL_MECHANISM: true,
+  KAFKA_SASL_USERNAME: true,
+  KAFKA_SASL_USERNAME_FILE: true,
+  KAFKA_SASL_PASSWORD: true,
+  KAFKA_SASL_PASSWORD_FILE: true,
+  LOG_LEVEL: true,
+});
+/** What ingest-api's code is given: the process's ports and its configuration slice. */
+export type IngestContext = ServiceContext<ConfigOf<typeof ingestConfig>>;
+
 /**
  * ingest-api: the event writes, the hot path producers hit. Contact look-ups of concurrent requests
  * are gathered for INGEST_LINGER_MS, like the Kafka sends. The server drains its requests before stop().
  */
-export const startIngestApi: ServiceFactory = (rt) => ingestApi(rt);
+export const ingestApiService = defineService({
+  name: 'ingest-api',
+  kind: 'http',
+  config: ingestConfig,
+  migrations: new URL('../migrations', import.meta.url),
+  topics: { emits: [eventsTopic] },
+  start: (rt) => ingestApi(rt),
+});
+
+/** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
+export const startIngestApi = ingestApiService.start;
 
 /** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
-export async function ingestApi(rt: Runtime, spawn?: () => Worker): ReturnType<ServiceFactory> {
-  const contacts = createContactResolver(rt.db, { lingerMs: rt.env.INGEST_LINGER_MS });
+export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promise<StartedService> {
+  const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS });
   const limiter = ingestRateLimiter(rt);
-  const keys = new ContactKeys(rt.db, await openKeyring(rt), { lingerMs: rt.env.INGEST_LINGER_MS });
+  const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), { lingerMs: rt.config.INGEST_LINGER_MS });
   const bodies =
-    rt.env.INGEST_BODY_WORKERS > 0
-      ? new BodyPool({ size: rt.env.INGEST_BODY_WORKERS, logger: rt.logger, spawn: spawn ?? (() => spawnBodyWorker({ nice: rt.env.INGEST_WORKER_NICE })) })
+    rt.config.INGEST_BODY_WORKERS > 0
+      ? new BodyPool({
+          size: rt.config.INGEST_BODY_WORKERS,
+          logger: rt.logger,
+          spawn: spawn ?? (() => spawnBodyWorker({ nice: rt.config.INGEST_WORKER_NICE })),
+        })
       : undefined;
-  const publisher = bodies && rt.env.KAFKA_BROKERS && rt.env.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt) : undefined;
+  const publisher = bodies && rt.config.KAFKA_BROKERS && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt) : undefined;
   // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
   const largeBus = publisher && (tracingEnabled() ? tracedBus({ kind: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
   const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus);
@@ -44,8 +99,8 @@ export async function ingestApi(rt: Runtime, spawn?: () => Worker): ReturnType<S
 }
 
 /** The producer thread of large bodies' records, opened with the process's Kafka settings (runtime.ts). */
-function largeBodyPublisher(rt: Runtime): WorkerPublisher {
-  const env = rt.env;
+function largeBodyPublisher(rt: IngestContext): WorkerPublisher {
+  const env = rt.config;
   const security = kafkaConnection(env);
   return new WorkerPublisher(
     {
@@ -64,7 +119,7 @@ function largeBodyPublisher(rt: Runtime): WorkerPublisher {
   );
 }
 
-type Shed = NonNullable<Awaited<ReturnType<ServiceFactory>>['shed']>;
+type Shed = NonNullable<StartedService['shed']>;
 
 /** The first of the shed handlers that answers. */
 function shedOf(...sheds: (Shed | undefined)[]): Shed {

@@ -1,4 +1,4 @@
 import { runServices } from '@shopstream/runtime';
-import { startIngestApi } from './index.js';
+import { ingestApiService } from './index.js';
 
-await runServices([{ name: 'ingest-api', start: startIngestApi }]);
+await runServices([ingestApiService]);

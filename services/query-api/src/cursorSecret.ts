@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { queryRow, sql, type Queryable } from '@shopstream/db';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from './index.js';
 
 /**
  * The HMAC key of every cursor query-api signs (the export's and the keyset lists'): CURSOR_SECRET when set,
@@ -18,13 +18,13 @@ export async function readCursorSecret(db: Queryable, configured: string | undef
   return secret!;
 }
 
-const secrets = new WeakMap<Runtime, Promise<string>>();
+const secrets = new WeakMap<QueryContext, Promise<string>>();
 
 /** {@link readCursorSecret} for this runtime, read once and shared by all its routes; a failed read is tried again by the next request. */
-export function cursorSecret(rt: Runtime): Promise<string> {
+export function cursorSecret(rt: QueryContext): Promise<string> {
   let secret = secrets.get(rt);
   if (!secret) {
-    const read = readCursorSecret(rt.db, rt.env.CURSOR_SECRET);
+    const read = readCursorSecret(rt.db, rt.config.CURSOR_SECRET);
     read.catch(() => {
       if (secrets.get(rt) === read) secrets.delete(rt);
     });

@@ -2,7 +2,7 @@ import type { Request } from 'express';
 import { z } from 'zod';
 import type { Position } from '@shopstream/db';
 import { keysetCursorCodec, keysetPage, type CursorCodec, type KeysetCursor, type KeysetPage, type KeysetPageOptions } from '@shopstream/http';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from './index.js';
 import { cursorSecret } from './cursorSecret.js';
 
 // The keyset SQL (bound and order on (ts, id)) is the db package's, shared with the flows module's store.
@@ -27,7 +27,7 @@ export interface ListOptions<Row extends { position: Position }, Out> extends Om
  * unless asked. Every cursor pins the shop, the list and its filters: one sent to another list, another flow's
  * or contact's list, with other filters, or with another shop's X-Shop-Id is a 400 `invalid_cursor`.
  */
-export function keysetPager(rt: Runtime) {
+export function keysetPager(rt: QueryContext) {
   let codec: { secret: string; codec: CursorCodec<KeysetCursor<Position>> } | undefined;
   const codecOf = (secret: string) => (codec?.secret === secret ? codec : (codec = { secret, codec: keysetCursorCodec(secret, positionSchema) })).codec;
   return async <Row extends { position: Position }, Out = Omit<Row, 'position'>>(
@@ -38,7 +38,7 @@ export function keysetPager(rt: Runtime) {
     keysetPage<Row, Position, Out>({
       ...o,
       req,
-      publicBaseUrl: rt.env.PUBLIC_BASE_URL,
+      publicBaseUrl: rt.config.PUBLIC_BASE_URL,
       codec: codecOf(await cursorSecret(rt)),
       cursor: q.cursor,
       limit: q.limit ?? 100,

@@ -1,4 +1,4 @@
 import { runServices } from '@shopstream/runtime';
-import { startQueryApi } from './index.js';
+import { queryApi } from './index.js';
 
-await runServices([{ name: 'query-api', start: startQueryApi }]);
+await runServices([queryApi]);

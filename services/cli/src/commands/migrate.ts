@@ -1,4 +1,5 @@
 import { migrate } from '@shopstream/db';
+import { migrationSources } from '@shopstream/all-in-one';
 import { parse, type Command } from '../args.js';
 import { withDb } from '../context.js';
 
@@ -9,7 +10,7 @@ export const command: Command = {
     return withDb(
       'stop it, run this command, start it again (or just start it: it migrates at start).',
       async (db) => {
-        const applied = await migrate(db);
+        const applied = await migrate(db, undefined, migrationSources);
         console.log(applied.length === 0 ? 'Database is up to date.' : `Applied: ${applied.join(', ')}`);
         return 0;
       },

@@ -1,11 +1,11 @@
 import { activityListQuerySchema, activityPageSchema, activitySchema, pageQuerySchema } from '@shopstream/contracts';
 import { ApiError, defineRoute, mountRoutes, uuidPathParam } from '@shopstream/http';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from '../index.js';
 import { keysetPager } from '../keysetPager.js';
 import { activityStore } from './activityStore.js';
 
 /** Reads of activities and contact timelines. */
-export function activityRoutes(rt: Runtime) {
+export function activityRoutes(rt: QueryContext) {
   const page = keysetPager(rt);
   const tags = ['Activities'];
   return mountRoutes([

@@ -1,7 +1,7 @@
 import type { Request } from 'express';
 import { exportPageSchema, exportQuerySchema, type ExportPage, type ExportQuery, MAX_EXPORT_LIMIT } from '@shopstream/contracts';
 import { defineRoute, mountRoutes, rateLimit, type OpenApiHeaders, type PinnedWindows } from '@shopstream/http';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from '../index.js';
 import type { Queryable } from '@shopstream/db';
 import { keysetPager } from '../keysetPager.js';
 import { exportSource, type ExportFilters } from './exportPage.js';
@@ -40,7 +40,7 @@ const rateLimitHeaders = {
 const optional = (hs: OpenApiHeaders): OpenApiHeaders =>
   Object.fromEntries(Object.entries(hs).map(([h, d]) => [h, typeof d === 'string' ? { description: d, required: false } : { ...d, required: false }]));
 
-export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}) {
+export function exportRoutes(rt: QueryContext, opts: ExportRoutesOptions = {}) {
   const clock = opts.clock ?? Date.now;
   const page = keysetPager(rt);
   return mountRoutes([
@@ -62,7 +62,7 @@ export function exportRoutes(rt: Runtime, opts: ExportRoutesOptions = {}) {
         400: optional(rateLimitHeaders),
         429: { ...rateLimitHeaders, 'Retry-After': { description: 'Seconds until the window resets: the same as RateLimit-Reset.', type: 'integer' } },
       },
-      before: [rateLimit({ db: rt.db, bucket: 'conversations-export', limit: rt.env.EXPORT_RATE_LIMIT_PER_MINUTE, windowSeconds: 60 })],
+      before: [rateLimit({ db: rt.db, bucket: 'conversations-export', limit: rt.config.EXPORT_RATE_LIMIT_PER_MINUTE, windowSeconds: 60 })],
       async handler(req, res, { query }) {
         res.json(await exportPage(req, rt.db, page, query, clock));
       },

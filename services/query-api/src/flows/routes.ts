@@ -8,7 +8,7 @@ import {
   pageQuerySchema,
 } from '@shopstream/contracts';
 import { ApiError, defineRoute, mountRoutes, uuidPathParam } from '@shopstream/http';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from '../index.js';
 import { keysetPager } from '../keysetPager.js';
 import { flowStore } from '@shopstream/flows';
 import { triggerStore } from './triggerStore.js';
@@ -20,7 +20,7 @@ const params = { id: uuidPathParam('The flow id.', notFound) };
 const BODY_LIMIT = '256kb';
 
 /** Flow management: `/flows/` and a flow's triggers. */
-export function flowRoutes(rt: Runtime) {
+export function flowRoutes(rt: QueryContext) {
   const page = keysetPager(rt);
   const tags = ['Flows'];
   return mountRoutes([

@@ -2,7 +2,7 @@ import { deletionJobAcceptedSchema, deletionJobRequestSchema, deletionJobSchema,
 import { ApiError, defineRoute, mountRoutes, uuidPathParam } from '@shopstream/http';
 import { normalizePhone } from '@shopstream/contacts';
 import { erasureJobs, type Keyring } from '@shopstream/privacy';
-import type { Runtime } from '@shopstream/runtime';
+import type { QueryContext } from '../index.js';
 
 const PHONE_MESSAGE = 'Not a valid phone number. Give it in international format with the country code, e.g. +14155552671.';
 
@@ -10,7 +10,7 @@ const PHONE_MESSAGE = 'Not a valid phone number. Give it in international format
  * Erasure jobs (docs/privacy.md): a request queues a job and answers 202; the erasure worker runs it. `kick`
  * tells this process's worker at once (another replica's finds it within ERASURE_POLL_MS).
  */
-export function privacyRoutes(rt: Runtime, keyring: Keyring, kick: () => void) {
+export function privacyRoutes(rt: QueryContext, keyring: Keyring, kick: () => void) {
   const tags = ['Data privacy'];
   return mountRoutes([
     defineRoute({
