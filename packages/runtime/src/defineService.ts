@@ -3,12 +3,12 @@ import type { z } from 'zod';
 import type { EmittedRecord, ProjectionDefinition, ProjectionLogic } from '@shopstream/bus';
 import type { Env } from '@shopstream/config';
 import type { TopicDefinition } from '@shopstream/contracts';
-
-/** A topic as a service declares it reads or emits it: its definition (`defineTopic`). */
-export type DeclaredTopic = Pick<TopicDefinition<unknown>, 'name' | 'role'>;
 import type { MigrationSource } from '@shopstream/db';
 import type { Runtime } from './runtime.js';
 import type { StartedService } from './service.js';
+
+/** A topic as a service declares it reads or emits it: its definition (`defineTopic`). */
+export type DeclaredTopic = Pick<TopicDefinition<unknown>, 'name' | 'role'>;
 
 /** A service's configuration slice: a zod object picked from the env schema (`envSchema.pick({ ... })`). */
 export type ConfigSlice = z.ZodObject<{ [K in keyof Env]?: z.ZodType }>;
