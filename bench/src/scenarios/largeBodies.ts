@@ -1,4 +1,6 @@
 import type { Bench } from '../context.js';
+import { setPriority } from 'node:os';
+import { request } from 'undici';
 import { spawnChild } from '../children.js';
 import type { LargeBodiesResult, LargeBodiesSpec } from '../largeBodiesLoad.js';
 import type { Row, ScenarioResult } from '../report.js';
@@ -7,6 +9,29 @@ const SMALL_LOOPS = 4;
 const BULK_LOOPS = 20;
 /** Pairs of phases (alone, beside), alternated: the machine is shared and noisy. */
 const PAIRS = Number(process.env.BENCH_LARGE_BODIES_PAIRS ?? 3);
+/** BENCH_LARGE_BODIES_ABUSER_NICE: the bulk loops' process at this nice value (its own process only). */
+const ABUSER_NICE = Number(process.env.BENCH_LARGE_BODIES_ABUSER_NICE ?? 0);
+
+/** The server's own latency histogram of single-event 202s (shopstream_http_request_seconds), cumulative by bucket. */
+async function smallBuckets(baseUrl: string, metric = 'shopstream_http_request_seconds'): Promise<Map<string, number>> {
+  const text = await (await request(`${baseUrl}/metrics`)).body.text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = new RegExp(`^${metric}_bucket\\{(.*)\\} ([0-9.e+-]+)$`).exec(line);
+    if (!m) continue;
+    if (metric === 'shopstream_http_request_seconds' && (!m[1].includes('status="202"') || !/route="[^"]*\/events\/"/.test(m[1]))) continue;
+    const le = /le="([^"]+)"/.exec(m[1])![1];
+    out.set(le, (out.get(le) ?? 0) + Number(m[2]));
+  }
+  return out;
+}
+
+/** Of the single-event 202s between two scrapes: how many the server took over 25 ms and over 50 ms to answer. */
+function serverSlow(before: Map<string, number>, after: Map<string, number>): { count: number; over25ms: number; over50ms: number } {
+  const d = (le: string) => (after.get(le) ?? 0) - (before.get(le) ?? 0);
+  const count = d('+Inf');
+  return { count, over25ms: count - d('0.025'), over50ms: count - d('0.05') };
+}
 
 /**
  * Issue 22's "Abuse costs the abuser", large bodies: the p99 of small single-event requests from 4 loops, alone,
@@ -22,21 +47,53 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
       .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)]),
   );
   const { child, baseUrl } = await b.server(['ingest-api'], extra);
-  const phase = async (bulks: number): Promise<LargeBodiesResult> => {
-    const gen = spawnChild('load-large-bodies', 'largeBodiesLoad.ts');
+  // The measured small loops and the abusive bulk loops run in processes of their own (BENCH_LARGE_BODIES_ONE_CLIENT=1:
+  // one process, as before): in one, writing 20 bodies of 5.9 MB held the client's own event loop, and the small
+  // requests' latency measured the client's stalls beside the server's.
+  const oneClient = process.env.BENCH_LARGE_BODIES_ONE_CLIENT === '1';
+  // The small requests come from another shop than the bulks (BENCH_LARGE_BODIES_SAME_SHOP=1: the same one): what is
+  // measured is what one producer's abuse costs the others; records are keyed by shop, so the abuser's records
+  // share a partition with its own small ones, not (as a rule) with another shop's.
+  const sameShop = process.env.BENCH_LARGE_BODIES_SAME_SHOP === '1';
+  const load = async (small: number, bulks: number): Promise<LargeBodiesResult> => {
+    const gen = spawnChild(small > 0 ? 'load-small' : 'load-bulks', 'largeBodiesLoad.ts');
+    if (small === 0 && ABUSER_NICE > 0) setPriority(gen.pid, ABUSER_NICE);
     try {
       await gen.next('ready', 60_000);
-      const spec: LargeBodiesSpec = { baseUrl, shopId: b.shops[0].shopId, key: b.shops[0].key, durationMs: b.opts.durationMs, small: SMALL_LOOPS, bulks };
+      const spec: LargeBodiesSpec = {
+        baseUrl,
+        shopId: b.shops[0].shopId,
+        smallShopId: b.shops[sameShop ? 0 : 1].shopId,
+        key: b.shops[0].key,
+        durationMs: b.opts.durationMs,
+        small,
+        bulks,
+      };
       gen.send({ type: 'run', spec });
       return (await gen.next<{ result: LargeBodiesResult }>('result', b.opts.durationMs + 120_000)).result;
     } finally {
       await gen.stop(5_000);
     }
   };
+  const phase = async (bulks: number): Promise<LargeBodiesResult & { server: ReturnType<typeof serverSlow>; sends: ReturnType<typeof serverSlow> }> => {
+    const before = await smallBuckets(baseUrl);
+    const sendsBefore = await smallBuckets(baseUrl, 'shopstream_kafka_send_seconds');
+    let r: LargeBodiesResult;
+    if (oneClient || bulks === 0) r = await load(SMALL_LOOPS, bulks);
+    else {
+      const [small, large] = await Promise.all([load(SMALL_LOOPS, 0), load(0, bulks)]);
+      r = { ...small, bulkStatuses: large.bulkStatuses, bulkBytes: large.bulkBytes, bulkLatency: large.bulkLatency };
+    }
+    return {
+      ...r,
+      server: serverSlow(before, await smallBuckets(baseUrl)),
+      sends: serverSlow(sendsBefore, await smallBuckets(baseUrl, 'shopstream_kafka_send_seconds')),
+    };
+  };
   // Warm up: the server's first requests (and its first large body's worker) are not measured.
   await phase(0);
   const rows: Row[] = [];
-  const pairs: { alone: LargeBodiesResult; beside: LargeBodiesResult }[] = [];
+  const pairs: { alone: Awaited<ReturnType<typeof phase>>; beside: Awaited<ReturnType<typeof phase>> }[] = [];
   for (let i = 1; i <= PAIRS; i++) {
     const alone = await phase(0);
     const beside = await phase(BULK_LOOPS);
@@ -52,13 +109,28 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
         value: beside.bulkStatuses['200'] ?? 0,
         unit: `/ ${beside.bulkStatuses['503'] ?? 0} (small requests: ${beside.small.count}, non-202: ${beside.small.count - (beside.smallStatuses['202'] ?? 0)})`,
       },
+      {
+        measure: `pair ${i}: small answered by the server in over 25 / 50 ms, alone`,
+        value: alone.server.over25ms,
+        unit: `/ ${alone.server.over50ms} of ${alone.server.count}`,
+      },
+      {
+        measure: `pair ${i}: small answered by the server in over 25 / 50 ms, beside`,
+        value: beside.server.over25ms,
+        unit: `/ ${beside.server.over50ms} of ${beside.server.count}`,
+      },
+      {
+        measure: `pair ${i}: Kafka sends of the request thread over 25 / 50 ms, alone / beside`,
+        value: alone.sends.over25ms,
+        unit: `/ ${alone.sends.over50ms} of ${alone.sends.count}; ${beside.sends.over25ms} / ${beside.sends.over50ms} of ${beside.sends.count}`,
+      },
     );
   }
   await b.stopChild(child);
   return {
     scenario: 'large-bodies',
     rows,
-    details: { env: extra, smallLoops: SMALL_LOOPS, bulkLoops: BULK_LOOPS, pairs },
+    details: { env: extra, oneClient, sameShop, smallLoops: SMALL_LOOPS, bulkLoops: BULK_LOOPS, pairs },
     notes: [`${SMALL_LOOPS} small loops alone, then beside ${BULK_LOOPS} loops of ~${(pairs[0]?.beside.bulkBytes / 1e6).toFixed(1)} MB bulks, ${PAIRS} pairs.`],
   };
 }
