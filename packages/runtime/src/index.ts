@@ -3,7 +3,6 @@ export { serve, exitOnSignals, type StartedService, type ServiceFactory } from '
 export { runServices, StartupTimeoutError, type ConsumerThread, type RunServicesOptions } from './runServices.js';
 export {
   defineService,
-  checkedEmits,
   migrationSourcesOf,
   UndeclaredEmitError,
   type ConfigSlice,
