@@ -1,4 +1,4 @@
-export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type FiniteRetention } from './runtime.js';
+export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type KafkaSettings, type FiniteRetention } from './runtime.js';
 export { serve, exitOnSignals, type StartedService, type ServiceFactory } from './service.js';
 export { runServices, StartupTimeoutError, type ConsumerThread, type RunServicesOptions } from './runServices.js';
 export {

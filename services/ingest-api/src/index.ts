@@ -1,10 +1,9 @@
 import { tracedBus, type Bus } from '@shopstream/bus';
-import { kafkaConnection } from '@shopstream/config';
 import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import { tracingEnabled } from '@shopstream/telemetry';
 import type { Worker } from 'node:worker_threads';
 import { eventsTopic } from '@shopstream/contracts';
-import { defineService, envSchema, type ConfigOf, type ServiceContext, type StartedService } from '@shopstream/runtime';
+import { defineService, envSchema, type ConfigOf, type KafkaSettings, type ServiceContext, type StartedService } from '@shopstream/runtime';
 import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
 import { WorkerPublisher } from './publisher.js';
@@ -27,25 +26,8 @@ const ingestConfig = envSchema.pick({
   TRUST_REQUEST_ID: true,
   INGEST_WORKER_NICE: true,
   INGEST_LARGE_BODY_PRODUCER: true,
-  INGEST_PUBLISH_TIMEOUT_MS: true,
-  INGEST_PUBLISH_STALL_MS: true,
   PRIVACY_MASTER_KEY: true,
   PRIVACY_MASTER_KEY_FILE: true,
-  // The large-body producer thread's own Kafka client, opened as the process's is (runtime.ts).
-  KAFKA_BROKERS: true,
-  KAFKA_CLIENT: true,
-  KAFKA_CLIENT_ID: true,
-  KAFKA_REPLICATION: true,
-  KAFKA_SSL: true,
-  KAFKA_SSL_CA_FILE: true,
-  KAFKA_SSL_CERT_FILE: true,
-  KAFKA_SSL_KEY_FILE: true,
-  KAFKA_SASL_MECHANISM: true,
-  KAFKA_SASL_USERNAME: true,
-  KAFKA_SASL_USERNAME_FILE: true,
-  KAFKA_SASL_PASSWORD: true,
-  KAFKA_SASL_PASSWORD_FILE: true,
-  LOG_LEVEL: true,
 });
 /** What ingest-api's code is given: the process's ports and its configuration slice. */
 export type IngestContext = ServiceContext<ConfigOf<typeof ingestConfig>>;
@@ -79,7 +61,7 @@ export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promis
           spawn: spawn ?? (() => spawnBodyWorker({ nice: rt.config.INGEST_WORKER_NICE })),
         })
       : undefined;
-  const publisher = bodies && rt.config.KAFKA_BROKERS && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt) : undefined;
+  const publisher = bodies && rt.kafka && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt, rt.kafka) : undefined;
   // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
   const largeBus = publisher && (tracingEnabled() ? tracedBus({ kind: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
   const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus);
@@ -99,21 +81,20 @@ export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promis
 }
 
 /** The producer thread of large bodies' records, opened with the process's Kafka settings (runtime.ts). */
-function largeBodyPublisher(rt: IngestContext): WorkerPublisher {
-  const env = rt.config;
-  const security = kafkaConnection(env);
+function largeBodyPublisher(rt: IngestContext, kafka: KafkaSettings): WorkerPublisher {
+  const { security } = kafka;
   return new WorkerPublisher(
     {
-      client: env.KAFKA_CLIENT,
-      brokers: env.KAFKA_BROKERS!,
+      client: kafka.client,
+      brokers: kafka.brokers,
       ...(security.tls || security.sasl ? { security } : {}),
-      clientId: `${env.KAFKA_CLIENT_ID}-ingest-api-large`,
-      replicationFactor: env.KAFKA_REPLICATION,
-      lingerMs: env.INGEST_LINGER_MS,
-      publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
-      stallMs: env.INGEST_PUBLISH_STALL_MS,
-      logLevel: env.LOG_LEVEL,
-      nice: env.INGEST_WORKER_NICE,
+      clientId: `${kafka.clientIdPrefix}-ingest-api-large`,
+      replicationFactor: kafka.replicationFactor,
+      lingerMs: kafka.lingerMs,
+      publishTimeoutMs: kafka.publishTimeoutMs,
+      stallMs: kafka.stallMs,
+      logLevel: rt.logger.level,
+      nice: rt.config.INGEST_WORKER_NICE,
     },
     rt.logger,
   );
