@@ -7,6 +7,9 @@ import type { MigrationSource } from '@shopstream/db';
 import type { Runtime } from './runtime.js';
 import type { StartedService } from './service.js';
 
+/** The env schema a service picks its configuration slice from (`envSchema.pick({ ... })`). */
+export { envSchema } from '@shopstream/config';
+
 /** A topic as a service declares it reads or emits it: its definition (`defineTopic`). */
 export type DeclaredTopic = Pick<TopicDefinition<unknown>, 'name' | 'role'>;
 

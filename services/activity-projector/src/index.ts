@@ -1,5 +1,5 @@
 import { eventsTopic, metricsTopic } from '@shopstream/contracts';
-import { defineService, envSchema } from '@shopstream/runtime';
+import { defineService, envSchema } from '@shopstream/runtime/define';
 import { activityProjection } from './activityProjection.js';
 
 export { activityProjection } from './activityProjection.js';

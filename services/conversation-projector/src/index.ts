@@ -1,5 +1,5 @@
 import { conversationsTopic } from '@shopstream/contracts';
-import { defineService, envSchema } from '@shopstream/runtime';
+import { defineService, envSchema } from '@shopstream/runtime/define';
 import { conversationProjection } from './conversationProjection.js';
 
 export { applyConversationRecords } from './applyConversationRecords.js';

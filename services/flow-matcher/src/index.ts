@@ -1,5 +1,5 @@
 import { flowTriggersTopic, metricsTopic } from '@shopstream/contracts';
-import { defineService, envSchema } from '@shopstream/runtime';
+import { defineService, envSchema } from '@shopstream/runtime/define';
 import { flowMatcherProjection } from './flowMatcherProjection.js';
 
 export { matchFlow, holds, valueAtPath } from './matchFlow.js';
