@@ -6,8 +6,9 @@ import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startConversationProjector } from '@shopstream/conversation-projector';
 import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 import { testConversation as conversation } from '@shopstream/testkit';
-// The export's routes with a clock seam; the query-api's index mounts the same function.
-import { exportRoutes, fetchExportPage, queryApi } from '@shopstream/query-api';
+// The export's routes with a clock seam; the query-api's start mounts the same function.
+import { queryApi } from '@shopstream/query-api';
+import { exportRoutes, fetchExportPage } from '@shopstream/query-api/export';
 
 const DAY = 24 * 3600 * 1000;
 /** The frozen "now" of the export under test; tests move it to show what a cursor pins. */

@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
-import { exportRoutes, queryApi } from '@shopstream/query-api';
+import { queryApi } from '@shopstream/query-api';
+import { exportRoutes } from '@shopstream/query-api/export';
 
 /** Two query-api processes (two runtimes, two servers) on one database: the limit is theirs together. */
 let rtA: Runtime;

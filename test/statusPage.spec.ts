@@ -159,6 +159,10 @@ describe('/status in headless Chromium', () => {
           .status,
       ).toBe(202);
       expect((await fetch(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers, body: '{}' })).status).toBe(400);
+      // The page reads what the projector has applied: on a busy machine that event may still be on its way.
+      await waitFor(async () => (await statusJson()).projections?.find((p: any) => p.projection === 'activity-projector')?.lag === 0 || undefined, {
+        message: 'the event just posted applied, on /status.json',
+      });
       await page.goto(`${server.baseUrl}/status`, { timeout: 60_000 });
       await page.waitForSelector('body[data-loaded="true"]', { timeout: 60_000 });
       const cards = await page.$$eval('[data-projection]', (els) => els.map((e) => e.getAttribute('data-projection')));

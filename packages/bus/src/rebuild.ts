@@ -533,75 +533,76 @@ export async function projectionStatus(
   defs: ProjectionDefinition<unknown>[],
   o: { bus: Bus; db: Db; topics: TopicNames; groupPrefix: string },
 ): Promise<ProjectionStatus[]> {
-  const out: ProjectionStatus[] = [];
-  for (const def of defs) {
-    const topic = def.source(o.topics);
-    const group = liveGroupId(o.groupPrefix, def);
-    const log = await o.bus.offsets(topic);
-    const rows = await queryRows(
-      o.db,
-      sql`SELECT partition, next_offset, updated_at FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic}`,
-      (r) => ({ partition: Number(r.partition), nextOffset: BigInt(r.next_offset as string), updatedAt: new Date(r.updated_at as Date | string) }),
-    );
-    const at = new Map(rows.map((r) => [r.partition, r]));
-    const partitions = log.map((p) => {
-      const row = at.get(p.partition);
-      const applied = row ? row.nextOffset : null;
-      const position = applied ?? BigInt(p.low);
-      const end = BigInt(p.high);
-      return {
-        partition: p.partition,
-        applied: applied === null ? null : applied.toString(),
-        logStart: p.low,
-        logEnd: p.high,
-        lag: Number(end > position ? end - position : 0n),
-        lastAppliedAt: row ? row.updatedAt.toISOString() : null,
-      };
-    });
-    let deadLetters = 0;
-    try {
-      for (const p of await o.bus.offsets(o.topics.dlq(topic))) deadLetters += Number(BigInt(p.high) - BigInt(p.low));
-    } catch (e) {
-      if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
-    }
-    const [redriven] = await queryRows(
-      o.db,
-      sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`,
-      (r) => Number(r.n),
-    );
-    const last = await queryRows(
-      o.db,
-      sql`
+  // The projections side by side: each one's round trips (log offsets, its dead letters, three queries) in sequence.
+  return Promise.all(
+    defs.map(async (def): Promise<ProjectionStatus> => {
+      const topic = def.source(o.topics);
+      const group = liveGroupId(o.groupPrefix, def);
+      const log = await o.bus.offsets(topic);
+      const rows = await queryRows(
+        o.db,
+        sql`SELECT partition, next_offset, updated_at FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic}`,
+        (r) => ({ partition: Number(r.partition), nextOffset: BigInt(r.next_offset as string), updatedAt: new Date(r.updated_at as Date | string) }),
+      );
+      const at = new Map(rows.map((r) => [r.partition, r]));
+      const partitions = log.map((p) => {
+        const row = at.get(p.partition);
+        const applied = row ? row.nextOffset : null;
+        const position = applied ?? BigInt(p.low);
+        const end = BigInt(p.high);
+        return {
+          partition: p.partition,
+          applied: applied === null ? null : applied.toString(),
+          logStart: p.low,
+          logEnd: p.high,
+          lag: Number(end > position ? end - position : 0n),
+          lastAppliedAt: row ? row.updatedAt.toISOString() : null,
+        };
+      });
+      let deadLetters = 0;
+      try {
+        for (const p of await o.bus.offsets(o.topics.dlq(topic))) deadLetters += Number(BigInt(p.high) - BigInt(p.low));
+      } catch (e) {
+        if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
+      }
+      const [redriven] = await queryRows(
+        o.db,
+        sql`SELECT count(*)::int AS n FROM dlq_redrives WHERE dlq_topic = ${o.topics.dlq(topic)} AND state = 'sent'`,
+        (r) => Number(r.n),
+      );
+      const last = await queryRows(
+        o.db,
+        sql`
       SELECT id, status, started_at, finished_at, applied, error, heartbeat_at > now() - make_interval(secs => ${STALE_AFTER_SECONDS}) AS alive
       FROM projection_rebuilds WHERE projection = ${def.name} ORDER BY started_at DESC LIMIT 1`,
-      (r) => ({
-        id: String(r.id),
-        status: String(r.status),
-        startedAt: new Date(r.started_at as Date | string).toISOString(),
-        finishedAt: r.finished_at ? new Date(r.finished_at as Date | string).toISOString() : null,
-        applied: Number(r.applied),
-        running: r.status === 'running' && r.alive === true,
-        error: r.error === null || r.error === undefined ? null : String(r.error),
-      }),
-    );
-    const lastApplied = partitions
-      .map((p) => p.lastAppliedAt)
-      .filter((x): x is string => x !== null)
-      .sort();
-    out.push({
-      projection: def.name,
-      version: def.version,
-      group,
-      topic,
-      emits: def.emits(o.topics).map((e) => e.topic),
-      tables: def.tables,
-      partitions,
-      lag: partitions.reduce((n, p) => n + p.lag, 0),
-      lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
-      deadLetters,
-      deadLettersRedriven: redriven,
-      rebuild: last[0] ?? null,
-    });
-  }
-  return out;
+        (r) => ({
+          id: String(r.id),
+          status: String(r.status),
+          startedAt: new Date(r.started_at as Date | string).toISOString(),
+          finishedAt: r.finished_at ? new Date(r.finished_at as Date | string).toISOString() : null,
+          applied: Number(r.applied),
+          running: r.status === 'running' && r.alive === true,
+          error: r.error === null || r.error === undefined ? null : String(r.error),
+        }),
+      );
+      const lastApplied = partitions
+        .map((p) => p.lastAppliedAt)
+        .filter((x): x is string => x !== null)
+        .sort();
+      return {
+        projection: def.name,
+        version: def.version,
+        group,
+        topic,
+        emits: def.emits(o.topics).map((e) => e.topic),
+        tables: def.tables,
+        partitions,
+        lag: partitions.reduce((n, p) => n + p.lag, 0),
+        lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
+        deadLetters,
+        deadLettersRedriven: redriven,
+        rebuild: last[0] ?? null,
+      };
+    }),
+  );
 }

@@ -79,28 +79,23 @@ export const conversationRecordSchema = z.discriminatedUnion('type', [conversati
 export type ConversationRecord = z.infer<typeof conversationRecordSchema>;
 
 /** A conversation's free text, sealed under its contact's data key since `conversation-record.v2`. */
-export const sealedConversationFieldsSchema = z.object({
-  title: z.string().optional(),
-  summary: z.string().optional(),
-  last_message_content: z.string().optional(),
-});
+export const sealedConversationFieldsSchema = conversationDataSchema.pick({ title: true, summary: true, last_message_content: true });
 export type SealedConversationFields = z.infer<typeof sealedConversationFieldsSchema>;
 
 /** A message's text, sealed under its conversation's contact's data key since `conversation-record.v2`. */
-export const sealedMessageFieldsSchema = z.object({ text: z.string() });
+export const sealedMessageFieldsSchema = messageSchema.pick({ text: true });
 export type SealedMessageFields = z.infer<typeof sealedMessageFieldsSchema>;
-
-const { title: _t, summary: _s, last_message_content: _l, ...openConversationFields } = conversationFields;
 
 /**
  * `conversation.upserted` of a conversation with a contact, as `pnpm cli conversations import` and `seed` write it
- * since `conversation-record.v2`: its free text (title, summary, last_message_content) only inside `sealed`.
+ * since `conversation-record.v2`: v1's form, its free text (title, summary, last_message_content) only inside `sealed`.
  */
-export const sealedConversationUpsertedSchema = z
-  .object({
-    type: z.literal('conversation.upserted'),
-    shop_id: z.uuid(),
-    conversation: z.object({ ...openConversationFields, contact_id: z.uuid() }).meta({ id: 'SealedConversationData' }),
+export const sealedConversationUpsertedSchema = conversationUpsertedSchema
+  .extend({
+    conversation: conversationDataSchema
+      .omit({ title: true, summary: true, last_message_content: true })
+      .extend({ contact_id: z.uuid() })
+      .meta({ id: 'SealedConversationData' }),
     sealed: sealedPart(
       'the plaintext is the JSON of {title?, summary?, last_message_content?}, the additional data `conversation/<shop_id>/<conversation id>/<contact_id>`.',
     ),
@@ -109,14 +104,12 @@ export const sealedConversationUpsertedSchema = z
 export type SealedConversationUpserted = z.infer<typeof sealedConversationUpsertedSchema>;
 
 /**
- * `message.created` of a conversation with a contact, as the CLI writes it since `conversation-record.v2`: the
- * message's text only inside `sealed`, and the contact whose key sealed it.
+ * `message.created` of a conversation with a contact, as the CLI writes it since `conversation-record.v2`: v1's
+ * form, the message's text only inside `sealed`, and the contact whose key sealed it.
  */
-export const sealedMessageCreatedSchema = z
-  .object({
-    type: z.literal('message.created'),
-    shop_id: z.uuid(),
-    conversation_id: z.uuid(),
+export const sealedMessageCreatedSchema = messageCreatedSchema
+  .omit({ message: true })
+  .extend({
     contact_id: z.uuid().describe("The conversation's contact, whose data key sealed the text."),
     message: messageSchema.omit({ text: true }),
     sealed: sealedPart('the plaintext is the JSON of {text}, the additional data `message/<shop_id>/<conversation_id>/<message id>/<contact_id>`.'),

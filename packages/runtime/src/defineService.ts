@@ -1,11 +1,14 @@
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import type { EmittedRecord, ProjectionDefinition, ProjectionLogic } from '@shopstream/bus';
+import { runLiveProjection, type EmittedRecord, type ProjectionDefinition, type ProjectionLogic } from '@shopstream/bus';
 import type { Env } from '@shopstream/config';
 import type { TopicDefinition } from '@shopstream/contracts';
 import type { MigrationSource } from '@shopstream/db';
 import type { Runtime } from './runtime.js';
 import type { StartedService } from './service.js';
+
+/** The env schema a service picks its configuration slice from (`envSchema.pick({ ... })`). */
+export { envSchema } from '@shopstream/config';
 
 /** A topic as a service declares it reads or emits it: its definition (`defineTopic`). */
 export type DeclaredTopic = Pick<TopicDefinition<unknown>, 'name' | 'role'>;
@@ -35,8 +38,12 @@ export interface ServiceDeclaration<S extends ConfigSlice, P = unknown> {
   migrations?: URL | string;
   /** The topics it reads and emits (documentation and the emit check); a projection's are its own. */
   topics?: { reads?: readonly DeclaredTopic[]; emits?: readonly DeclaredTopic[] };
-  /** Starts it on the process's ports. */
-  start(ctx: ServiceContext<z.output<S>>): Promise<StartedService>;
+  /**
+   * Starts it on the process's ports. A consumer that declares a projection may leave it out: it then runs that
+   * projection live (`runLiveProjection`, the group prefix and master key settings from its slice, which must
+   * pick CONSUMER_GROUP_PREFIX).
+   */
+  start?(ctx: ServiceContext<z.output<S>>): Promise<StartedService>;
 }
 
 /** A declared service as the runner, the composers (all-in-one, CLI) and the tests take it. */
@@ -63,12 +70,19 @@ export interface ServiceDefinition<C = Partial<Env>> {
  */
 export function defineService<S extends ConfigSlice, P>(d: ServiceDeclaration<S, P>): ServiceDefinition<z.output<S>> {
   const configKeys = Object.keys(d.config.shape) as (keyof Env)[];
-  const configOf = (env: Env) => Object.fromEntries(configKeys.map((k) => [k, env[k]])) as z.output<S>;
+  const sliceOf = (env: Env): Partial<Env> => Object.fromEntries(configKeys.map((k) => [k, env[k]]));
+  const configOf = sliceOf as (env: Env) => z.output<S>;
   const context = (rt: Runtime): ServiceContext<z.output<S>> => {
     const { env, close: _close, ...ports } = rt;
     return { ...ports, config: configOf(env) };
   };
-  const projection = d.projection;
+  const declared = d.projection;
+  const projection = declared && ((env: Env) => checkedEmits(declared(configOf(env))) as ProjectionDefinition<unknown>);
+  const own = d.start;
+  let start: (rt: Runtime) => Promise<StartedService>;
+  if (own) start = (rt) => own(context(rt));
+  else if (projection && d.kind === 'consumer') start = projectionStart(d.name, configKeys, sliceOf, projection);
+  else throw new Error(`service ${d.name} declares no start, and is not a consumer with a projection to run`);
   const migrations =
     d.migrations === undefined ? undefined : { owner: d.name, dir: typeof d.migrations === 'string' ? d.migrations : fileURLToPath(d.migrations) };
   return {
@@ -77,10 +91,37 @@ export function defineService<S extends ConfigSlice, P>(d: ServiceDeclaration<S,
     configKeys,
     configOf,
     context,
-    projection: projection && ((env) => checkedEmits(projection(configOf(env))) as ProjectionDefinition<unknown>),
+    projection,
     migrations,
     topics: { reads: d.topics?.reads ?? [], emits: d.topics?.emits ?? [] },
-    start: (rt) => d.start(context(rt)),
+    start,
+  };
+}
+
+/** The start of a consumer that only runs its projection live: its checked form, on the service's own slice. */
+function projectionStart(
+  name: string,
+  configKeys: readonly (keyof Env)[],
+  sliceOf: (env: Env) => Partial<Env>,
+  projection: (env: Env) => ProjectionDefinition<unknown>,
+): (rt: Runtime) => Promise<StartedService> {
+  if (!configKeys.includes('CONSUMER_GROUP_PREFIX')) throw new Error(`service ${name} runs a projection, so its config must pick CONSUMER_GROUP_PREFIX`);
+  return async (rt) => {
+    const config = sliceOf(rt.env);
+    // checkedEmits is applied once, in the service's `projection`; runLiveProjection does not wrap it again.
+    const def = projection(rt.env);
+    const logger = rt.logger.child({ component: name });
+    const live = await runLiveProjection(def, {
+      bus: rt.bus,
+      db: rt.db,
+      logger,
+      topics: rt.topics,
+      groupPrefix: config.CONSUMER_GROUP_PREFIX!,
+      // Its master key settings, as far as its slice picks them.
+      env: config,
+    });
+    logger.info({ topic: def.source(rt.topics) }, `${name} started`);
+    return { name, readiness: live.readiness, stop: () => live.stop() };
   };
 }
 

@@ -52,4 +52,23 @@ describe('defineService', () => {
     await expect((await def.open(deps)).apply(tx, [])).rejects.toThrow(UndeclaredEmitError);
     expect(service.migrations).toBeUndefined();
   });
+
+  it('refuses a service with no start unless it is a consumer with a projection, whose slice picks the group prefix', () => {
+    const base = { config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true }), topics: { reads: [eventsTopic], emits: [metricsTopic] } };
+    expect(() => defineService({ ...base, name: 'web', kind: 'http' })).toThrow(
+      'service web declares no start, and is not a consumer with a projection to run',
+    );
+    expect(() => defineService({ ...base, name: 'idle', kind: 'consumer' })).toThrow('service idle declares no start');
+    expect(() =>
+      defineService({
+        ...base,
+        name: 'nogroup',
+        kind: 'consumer',
+        config: envSchema.pick({ FLOW_REFRESH_MS: true }),
+        projection: () => projection(topics.metrics),
+      }),
+    ).toThrow('service nogroup runs a projection, so its config must pick CONSUMER_GROUP_PREFIX');
+    const derived = defineService({ ...base, name: 'derived', kind: 'consumer', projection: () => projection(topics.metrics) });
+    expect(derived.start).toBeTypeOf('function');
+  });
 });

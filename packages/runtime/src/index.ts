@@ -1,9 +1,10 @@
-export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type FiniteRetention } from './runtime.js';
+export { openRuntime, checkTopicRetention, type Runtime, type RuntimeOptions, type KafkaSettings, type FiniteRetention } from './runtime.js';
 export { serve, exitOnSignals, type StartedService, type ServiceFactory } from './service.js';
 export { runServices, StartupTimeoutError, type ConsumerThread, type RunServicesOptions } from './runServices.js';
+// Also `@shopstream/runtime/define` alone: a service's declaration loads no express (the CLI reads declarations).
 export {
   defineService,
-  checkedEmits,
+  envSchema,
   migrationSourcesOf,
   UndeclaredEmitError,
   type ConfigSlice,
@@ -15,5 +16,3 @@ export {
 export { buildOpenApi } from './openapi.js';
 export type { OpenApiPart, OpenApiOperation, OpenApiParam, OpenApiHeader, OpenApiHeaders } from '@shopstream/http';
 export { buildAsyncApi } from './asyncapi.js';
-/** The env schema a service picks its configuration slice from (`envSchema.pick({ ... })`). */
-export { envSchema } from '@shopstream/config';

@@ -9,6 +9,7 @@ import {
   topicNames,
   tracedBus,
   type Bus,
+  type KafkaSecurity,
   type OwnedTopicSpec,
   type TopicNames,
 } from '@shopstream/bus';
@@ -28,7 +29,41 @@ export interface Runtime {
   bus: Bus;
   topics: TopicNames;
   apiKeys: ApiKeyStore;
+  /** The Kafka settings the bus was opened with; absent on the Postgres log. */
+  kafka?: KafkaSettings;
   close(): Promise<void>;
+}
+
+/**
+ * The process's Kafka settings, resolved once from KAFKA_* and the producer's INGEST_* variables (TLS files and
+ * SASL secrets read): what a service that opens a client of its own (ingest's large-body producer thread) opens
+ * it with, so it does not read those variables again.
+ */
+export interface KafkaSettings {
+  client: 'kafkajs' | 'platformatic';
+  brokers: string[];
+  security: KafkaSecurity;
+  /** KAFKA_CLIENT_ID: a client's id is this, a dash and its own name. */
+  clientIdPrefix: string;
+  replicationFactor: number;
+  lingerMs: number;
+  publishTimeoutMs: number;
+  stallMs: number;
+}
+
+/** The Kafka settings of an environment: undefined without KAFKA_BROKERS (the Postgres log). */
+function kafkaSettings(env: Env): KafkaSettings | undefined {
+  if (!env.KAFKA_BROKERS) return undefined;
+  return {
+    client: env.KAFKA_CLIENT,
+    brokers: env.KAFKA_BROKERS,
+    security: kafkaConnection(env),
+    clientIdPrefix: env.KAFKA_CLIENT_ID,
+    replicationFactor: env.KAFKA_REPLICATION,
+    lingerMs: env.INGEST_LINGER_MS,
+    publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
+    stallMs: env.INGEST_PUBLISH_STALL_MS,
+  };
 }
 
 export interface RuntimeOptions {
@@ -75,19 +110,20 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   let opened: Bus | undefined;
   try {
     await migrate(untracedDb, (m) => logger.info(m), options.migrations);
-    const kafka = env.KAFKA_BROKERS && {
-      brokers: env.KAFKA_BROKERS,
-      security: kafkaConnection(env),
-      clientId: `${env.KAFKA_CLIENT_ID}-${name}`,
-      replicationFactor: env.KAFKA_REPLICATION,
+    const settings = kafkaSettings(env);
+    const kafka = settings && {
+      brokers: settings.brokers,
+      security: settings.security,
+      clientId: `${settings.clientIdPrefix}-${name}`,
+      replicationFactor: settings.replicationFactor,
       logger,
-      lingerMs: env.INGEST_LINGER_MS,
-      publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
-      stallMs: env.INGEST_PUBLISH_STALL_MS,
+      lingerMs: settings.lingerMs,
+      publishTimeoutMs: settings.publishTimeoutMs,
+      stallMs: settings.stallMs,
       sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     };
     const untraced = kafka
-      ? env.KAFKA_CLIENT === 'platformatic'
+      ? settings.client === 'platformatic'
         ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env, name) })
         : await createKafkaBus(kafka)
       : await createPgLogBus({ db: untracedDb, logger });
@@ -117,6 +153,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       bus,
       topics,
       apiKeys,
+      ...(settings ? { kafka: settings } : {}),
       async close() {
         await bus.close().catch((e) => logger.error({ err: e }, 'closing the bus failed'));
         await db.close().catch((e) => logger.error({ err: e }, 'closing the database failed'));

@@ -1,6 +1,5 @@
-import { runLiveProjection } from '@shopstream/bus';
 import { conversationsTopic } from '@shopstream/contracts';
-import { checkedEmits, defineService, envSchema } from '@shopstream/runtime';
+import { defineService, envSchema } from '@shopstream/runtime/define';
 import { conversationProjection } from './conversationProjection.js';
 
 export { applyConversationRecords } from './applyConversationRecords.js';
@@ -14,21 +13,6 @@ export const conversationProjector = defineService({
   projection: () => conversationProjection,
   migrations: new URL('../migrations', import.meta.url),
   topics: { reads: [conversationsTopic], emits: [] },
-  async start(rt) {
-    const projection = await runLiveProjection(checkedEmits(conversationProjection), {
-      bus: rt.bus,
-      db: rt.db,
-      logger: rt.logger.child({ component: 'conversation-projector' }),
-      topics: rt.topics,
-      groupPrefix: rt.config.CONSUMER_GROUP_PREFIX,
-      env: rt.config,
-    });
-    return {
-      name: 'conversation-projector',
-      readiness: projection.readiness,
-      stop: () => projection.stop(),
-    };
-  },
 });
 
 /** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */

@@ -1,6 +1,5 @@
-import { runLiveProjection } from '@shopstream/bus';
 import { flowTriggersTopic, metricsTopic } from '@shopstream/contracts';
-import { checkedEmits, defineService, envSchema } from '@shopstream/runtime';
+import { defineService, envSchema } from '@shopstream/runtime/define';
 import { flowMatcherProjection } from './flowMatcherProjection.js';
 
 export { matchFlow, holds, valueAtPath } from './matchFlow.js';
@@ -16,23 +15,6 @@ export const flowMatcher = defineService({
   projection: (config) => flowMatcherProjection(config.FLOW_REFRESH_MS),
   migrations: new URL('../migrations', import.meta.url),
   topics: { reads: [metricsTopic], emits: [flowTriggersTopic] },
-  async start(rt) {
-    const logger = rt.logger.child({ component: 'flow-matcher' });
-    const projection = await runLiveProjection(checkedEmits(flowMatcherProjection(rt.config.FLOW_REFRESH_MS)), {
-      bus: rt.bus,
-      db: rt.db,
-      logger,
-      topics: rt.topics,
-      groupPrefix: rt.config.CONSUMER_GROUP_PREFIX,
-      env: rt.config,
-    });
-    logger.info({ topic: rt.topics.metrics, refresh_ms: rt.config.FLOW_REFRESH_MS }, 'flow matcher started');
-    return {
-      name: 'flow-matcher',
-      readiness: projection.readiness,
-      stop: () => projection.stop(),
-    };
-  },
 });
 
 /** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */

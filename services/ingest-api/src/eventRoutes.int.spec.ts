@@ -12,7 +12,8 @@ import { eventRecordOf } from '@shopstream/testkit';
 import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
 import { activityId, activityKey } from '@shopstream/records';
 import { spawnBodyWorker } from './bodyPool.js';
-import { ingestApi, ingestApiService, startIngestApi } from './index.js';
+import { ingestApiService, startIngestApi } from './index.js';
+import { ingestApi } from './ingestApi.js';
 
 let rt: Runtime;
 let server: TestServer;

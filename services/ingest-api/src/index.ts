@@ -1,14 +1,5 @@
-import { tracedBus, type Bus } from '@shopstream/bus';
-import { kafkaConnection } from '@shopstream/config';
-import { ContactKeys, openKeyring } from '@shopstream/privacy';
-import { tracingEnabled } from '@shopstream/telemetry';
-import type { Worker } from 'node:worker_threads';
 import { eventsTopic } from '@shopstream/contracts';
-import { defineService, envSchema, type ConfigOf, type ServiceContext, type StartedService } from '@shopstream/runtime';
-import { BodyPool, spawnBodyWorker } from './bodyPool.js';
-import { createContactResolver } from './contactResolver.js';
-import { WorkerPublisher } from './publisher.js';
-import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
+import { defineService, envSchema, type ConfigOf, type ServiceContext } from '@shopstream/runtime/define';
 
 /** The variables ingest-api reads. */
 const ingestConfig = envSchema.pick({
@@ -27,25 +18,8 @@ const ingestConfig = envSchema.pick({
   TRUST_REQUEST_ID: true,
   INGEST_WORKER_NICE: true,
   INGEST_LARGE_BODY_PRODUCER: true,
-  INGEST_PUBLISH_TIMEOUT_MS: true,
-  INGEST_PUBLISH_STALL_MS: true,
   PRIVACY_MASTER_KEY: true,
   PRIVACY_MASTER_KEY_FILE: true,
-  // The large-body producer thread's own Kafka client, opened as the process's is (runtime.ts).
-  KAFKA_BROKERS: true,
-  KAFKA_CLIENT: true,
-  KAFKA_CLIENT_ID: true,
-  KAFKA_REPLICATION: true,
-  KAFKA_SSL: true,
-  KAFKA_SSL_CA_FILE: true,
-  KAFKA_SSL_CERT_FILE: true,
-  KAFKA_SSL_KEY_FILE: true,
-  KAFKA_SASL_MECHANISM: true,
-  KAFKA_SASL_USERNAME: true,
-  KAFKA_SASL_USERNAME_FILE: true,
-  KAFKA_SASL_PASSWORD: true,
-  KAFKA_SASL_PASSWORD_FILE: true,
-  LOG_LEVEL: true,
 });
 /** What ingest-api's code is given: the process's ports and its configuration slice. */
 export type IngestContext = ServiceContext<ConfigOf<typeof ingestConfig>>;
@@ -60,75 +34,9 @@ export const ingestApiService = defineService({
   config: ingestConfig,
   migrations: new URL('../migrations', import.meta.url),
   topics: { emits: [eventsTopic] },
-  start: (rt) => ingestApi(rt),
+  // Its code is loaded when it starts: a process that only reads the declarations (the CLI) loads no express.
+  start: async (rt) => (await import('./ingestApi.js')).ingestApi(rt),
 });
 
 /** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
 export const startIngestApi = ingestApiService.start;
-
-/** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
-export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promise<StartedService> {
-  const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS });
-  const limiter = ingestRateLimiter(rt);
-  const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), { lingerMs: rt.config.INGEST_LINGER_MS });
-  const bodies =
-    rt.config.INGEST_BODY_WORKERS > 0
-      ? new BodyPool({
-          size: rt.config.INGEST_BODY_WORKERS,
-          logger: rt.logger,
-          spawn: spawn ?? (() => spawnBodyWorker({ nice: rt.config.INGEST_WORKER_NICE })),
-        })
-      : undefined;
-  const publisher = bodies && rt.config.KAFKA_BROKERS && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt) : undefined;
-  // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
-  const largeBus = publisher && (tracingEnabled() ? tracedBus({ kind: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
-  const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus);
-  return {
-    name: 'ingest-api',
-    router,
-    openapi,
-    shed: shedOf(shedUnknownKeys(rt), shedOverLimit(rt, limiter)),
-    async stop() {
-      await contacts.close();
-      await keys.close();
-      await limiter.close();
-      await bodies?.close();
-      await publisher?.close();
-    },
-  };
-}
-
-/** The producer thread of large bodies' records, opened with the process's Kafka settings (runtime.ts). */
-function largeBodyPublisher(rt: IngestContext): WorkerPublisher {
-  const env = rt.config;
-  const security = kafkaConnection(env);
-  return new WorkerPublisher(
-    {
-      client: env.KAFKA_CLIENT,
-      brokers: env.KAFKA_BROKERS!,
-      ...(security.tls || security.sasl ? { security } : {}),
-      clientId: `${env.KAFKA_CLIENT_ID}-ingest-api-large`,
-      replicationFactor: env.KAFKA_REPLICATION,
-      lingerMs: env.INGEST_LINGER_MS,
-      publishTimeoutMs: env.INGEST_PUBLISH_TIMEOUT_MS,
-      stallMs: env.INGEST_PUBLISH_STALL_MS,
-      logLevel: env.LOG_LEVEL,
-      nice: env.INGEST_WORKER_NICE,
-    },
-    rt.logger,
-  );
-}
-
-type Shed = NonNullable<StartedService['shed']>;
-
-/** The first of the shed handlers that answers. */
-function shedOf(...sheds: (Shed | undefined)[]): Shed {
-  const present = sheds.filter((s): s is Shed => s !== undefined);
-  return (req, res) => {
-    for (const shed of present) {
-      const answer = shed(req, res);
-      if (answer) return answer;
-    }
-    return false;
-  };
-}

@@ -1,11 +1,5 @@
-import { Router } from 'express';
-import { openKeyring, startErasureWorker } from '@shopstream/privacy';
 import { erasuresTopic } from '@shopstream/contracts';
-import { defineService, envSchema, type ConfigOf, type ServiceContext } from '@shopstream/runtime';
-import { flowRoutes } from './flows/routes.js';
-import { activityRoutes } from './activities/routes.js';
-import { exportRoutes } from './export/routes.js';
-import { privacyRoutes } from './privacy/routes.js';
+import { defineService, envSchema, type ConfigOf, type ServiceContext } from '@shopstream/runtime/define';
 
 /** The variables query-api reads. */
 const queryConfig = envSchema.pick({
@@ -29,33 +23,9 @@ export const queryApi = defineService({
   config: queryConfig,
   migrations: new URL('../migrations', import.meta.url),
   topics: { emits: [erasuresTopic] },
-  async start(rt) {
-    const keyring = await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }, { warn: rt.mode === 'distributed' });
-    const worker = startErasureWorker({
-      db: rt.db,
-      bus: rt.bus,
-      keyring,
-      erasuresTopic: rt.topics.erasures,
-      logger: rt.logger,
-      pollMs: rt.config.ERASURE_POLL_MS,
-    });
-    const parts = [flowRoutes(rt), activityRoutes(rt), exportRoutes(rt), privacyRoutes(rt, keyring, () => worker.kick())];
-    const router = Router();
-    for (const p of parts) router.use(p.router);
-    return {
-      name: 'query-api',
-      router,
-      openapi: { operations: parts.flatMap((p) => p.openapi.operations) },
-      async stop() {
-        await worker.stop();
-      },
-    };
-  },
+  // Its code is loaded when it starts: a process that only reads the declarations (the CLI) loads no express.
+  start: async (rt) => (await import('./queryApi.js')).queryApiStart(rt),
 });
-
-export { exportRoutes } from './export/routes.js';
-/** One export page without cursors, over any Queryable (a test counts and explains its statements). */
-export { fetchExportPage, type ExportFilters, type PageRequest as ExportPageRequest, type PageResult as ExportPageResult } from './export/exportPage.js';
 
 /** Its start on a whole runtime (the context cut from it), for specs that compose services themselves. */
 export const startQueryApi = queryApi.start;

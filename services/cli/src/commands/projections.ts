@@ -18,7 +18,8 @@ import { EmbeddedServerRunningError, withRuntime } from '../context.js';
 /** The projections, as every process's /status lists them: from the services' declarations. */
 const definitions = (env: Env): ProjectionDefinition<unknown>[] => projectionDefinitions(env);
 
-const num = (n: number) => n.toLocaleString('en-US');
+/** An integer with thousands separated by commas, as toLocaleString('en-US') writes it, without loading ICU's locale data (~50-150 ms of a status). */
+const num = (n: number) => String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
 
 function printStatus(all: ProjectionStatus[]): void {
   const blocks = all.map((s) => {
