@@ -127,13 +127,7 @@ export class ContactKeys {
     await readBack(pairs);
     const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));
     if (missing.length > 0) {
-      const fresh = newKeys(missing.length);
-      const made = missing.map((p, i) => {
-        const keyId = uuidv4();
-        const key = fresh[i];
-        const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(p.shop, p.contact, keyId));
-        return { ...p, keyId, key, masterId, wrapped };
-      });
+      const made = makeDataKeys(this.keyring, missing);
       const inserted = await this.db.query(sql`
         INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
         SELECT k.shop_id, k.contact_id, k.key_id, k.master_id, k.wrapped
@@ -156,6 +150,20 @@ export class ContactKeys {
       r.keys = new Map(r.contactIds.map((c) => [c, found.get(k(r.shopId, c)) ?? { keyId: uuidv4(), key: newKey() }]));
     }
   }
+}
+
+/** New data keys for these contacts, each wrapped under the current master key, bound to its contact and key id. */
+export function makeDataKeys<P extends { shop: string; contact: string }>(
+  keyring: Keyring,
+  pairs: P[],
+): (P & DataKey & { masterId: string; wrapped: string })[] {
+  const fresh = newKeys(pairs.length);
+  return pairs.map((p, i) => {
+    const keyId = uuidv4();
+    const key = fresh[i];
+    const { masterId, wrapped } = keyring.wrap(key, wrapAad(p.shop, p.contact, keyId));
+    return { ...p, keyId, key, masterId, wrapped };
+  });
 }
 
 /** A (shop, contact) pair as the readers look them up. */

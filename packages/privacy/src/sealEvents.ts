@@ -10,7 +10,7 @@ import {
 import { counter } from '@shopstream/telemetry';
 import type { Queryable } from '@shopstream/db';
 import { open, seal } from './aead.js';
-import { contactStates, type ContactKeys, type DataKey, type KeyCache } from './dataKeys.js';
+import { contactStates, type ContactKeys, type ContactStates, type DataKey, type KeyCache } from './dataKeys.js';
 
 export const erasedRecords = counter(
   'shopstream_privacy_erased_records_total',
@@ -114,7 +114,15 @@ export async function openEventRecords(
   log: { error(obj: object, msg: string): void },
 ): Promise<ValidRecord<EventRecord>[]> {
   const refs = records.flatMap(({ value: v }) => (v.contact ? [{ shop_id: v.shop_id, contact_id: v.contact.id }] : []));
-  const states = await contactStates(tx, cache, refs);
+  return openEventRecordsWith(await contactStates(tx, cache, refs), records, log);
+}
+
+/** openEventRecords once the states of the records' contacts are read. */
+export function openEventRecordsWith(
+  states: ContactStates,
+  records: ValidRecord<StoredEventRecord>[],
+  log: { error(obj: object, msg: string): void },
+): ValidRecord<EventRecord>[] {
   const out: ValidRecord<EventRecord>[] = [];
   for (const { record, value: v } of records) {
     if (!v.contact) {
