@@ -30,6 +30,8 @@ export interface Keyring {
   readonly ids: readonly string[];
   /** Wraps a data key (or any secret) under the current master key, bound to `aad`. */
   wrap(secret: Buffer, aad: string): { masterId: string; wrapped: string };
+  /** Whether a key of the ring has this fingerprint. */
+  knows(masterId: string): boolean;
   /** Unwraps what wrap made; UnknownMasterKeyError when no key of the ring has that fingerprint. */
   unwrap(masterId: string, wrapped: string, aad: string): Buffer;
   /** Reads the keys again (a file or the database may have gained one: a rotation run by the CLI). */
@@ -131,6 +133,7 @@ function ringOver(first: { keys: Buffer[]; from: string }, load: () => Promise<{
       const s = seal(loaded.keys[0], secret, aad);
       return { masterId: currentId, wrapped: `${s.iv}.${s.data}` };
     },
+    knows: (masterId) => byId.has(masterId),
     unwrap(masterId, wrapped, aad) {
       const key = byId.get(masterId);
       if (!key) throw new UnknownMasterKeyError(`no master key with fingerprint ${masterId} is configured (${loaded.from})`);
