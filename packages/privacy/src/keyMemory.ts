@@ -1,3 +1,5 @@
+import { BroadcastChannel } from 'node:worker_threads';
+
 /** How long an unwrapped data key stays in a process's memory after it was read from contact_keys. */
 export const KEY_TTL_MS = 5 * 60_000;
 /** How often every cache drops its expired keys, also when nothing reads it. */
@@ -57,15 +59,34 @@ export class KeyMemory<V> {
   }
 }
 
-/** Every KeyMemory of the process still in use: swept on a timer, and emptied of erased contacts' keys. */
+/** Every KeyMemory of this thread still in use: swept on a timer, and emptied of erased contacts' keys. */
 const live = new Set<WeakRef<KeyMemory<unknown>>>();
 let sweeper: ReturnType<typeof setInterval> | undefined;
 
-/** The timer that sweeps every cache; it never keeps the process alive. */
+/**
+ * How the threads of a process tell each other of an erasure: the all-in-one runs its consumers in a worker thread
+ * (their caches are there) and the erasure worker in the main thread. A BroadcastChannel reaches every other
+ * thread of the process that listens on the same name, never the sender itself.
+ */
+const CHANNEL = 'shopstream:privacy:erased-keys';
+interface ErasedKeys {
+  shopId: string;
+  erased: { contactId: string; keyId: string | null }[];
+}
+let listener: BroadcastChannel | undefined;
+let sender: BroadcastChannel | undefined;
+
+/** The timer that sweeps every cache, and the channel an erasure in another thread arrives on; neither keeps the process alive. */
 function startSweeping(): void {
   if (sweeper !== undefined) return;
   sweeper = setInterval(() => eachMemory((m) => m.sweep()), SWEEP_MS);
   sweeper.unref();
+  listener = new BroadcastChannel(CHANNEL);
+  listener.onmessage = (e) => {
+    const { shopId, erased } = (e as { data: ErasedKeys }).data;
+    forgetHere(shopId, erased);
+  };
+  listener.unref();
 }
 
 function eachMemory(f: (m: KeyMemory<unknown>) => void): void {
@@ -77,11 +98,21 @@ function eachMemory(f: (m: KeyMemory<unknown>) => void): void {
 }
 
 /**
- * Forgets, in every cache of this process, the data keys of contacts just erased (after the erasure committed):
- * by key id and by `<shop>/<contact>`, the two names the caches use. Other processes forget them within
- * KEY_TTL_MS.
+ * Forgets, in every cache of this process (this thread at once, its other threads as soon as they read the
+ * message), the data keys of contacts just erased (after the erasure committed): by key id and by
+ * `<shop>/<contact>`, the two names the caches use. Other processes forget them within KEY_TTL_MS.
  */
 export function forgetErasedKeys(shopId: string, erased: { contactId: string; keyId: string | null }[]): void {
+  if (erased.length === 0) return;
+  forgetHere(shopId, erased);
+  if (sender === undefined) {
+    sender = new BroadcastChannel(CHANNEL);
+    sender.unref();
+  }
+  sender.postMessage({ shopId, erased } satisfies ErasedKeys);
+}
+
+function forgetHere(shopId: string, erased: ErasedKeys['erased']): void {
   eachMemory((m) => {
     for (const e of erased) {
       m.delete(`${shopId}/${e.contactId}`);

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { BroadcastChannel } from 'node:worker_threads';
 import { newKey } from './aead.js';
 import { KeyCache } from './dataKeys.js';
 import { forgetErasedKeys, KEY_TTL_MS, KeyMemory } from './keyMemory.js';
@@ -110,5 +111,26 @@ describe('KeyCache', () => {
     expect(reloads).toBe(0);
     await cache.prepare([row(keyringOf([rotated]), newKey())]);
     expect(reloads).toBe(1);
+  });
+});
+
+describe('an erasure in another thread of the process', () => {
+  it('is told to every thread: a cache here forgets what a message on the channel names, and forgetErasedKeys sends one', async () => {
+    const here = new KeyMemory<string>();
+    here.set('shop-2/contact-1', 'k1');
+    here.set('key-9', 'k9');
+    here.set('shop-2/contact-2', 'k2');
+    // Another thread's erasure, as it arrives here (a BroadcastChannel reaches every other instance of its name).
+    const other = new BroadcastChannel('shopstream:privacy:erased-keys');
+    other.postMessage({ shopId: 'shop-2', erased: [{ contactId: 'contact-1', keyId: 'key-9' }] });
+    await expect.poll(() => [here.get('shop-2/contact-1'), here.get('key-9')]).toEqual([undefined, undefined]);
+    expect(here.get('shop-2/contact-2')).toBe('k2');
+
+    const told = new Promise<unknown>((resolve) => {
+      other.onmessage = (e) => resolve((e as { data: unknown }).data);
+    });
+    forgetErasedKeys('shop-2', [{ contactId: 'contact-2', keyId: null }]);
+    expect(await told).toEqual({ shopId: 'shop-2', erased: [{ contactId: 'contact-2', keyId: null }] });
+    other.close();
   });
 });
