@@ -36,7 +36,10 @@ export function seal(key: Buffer, plaintext: Buffer | string, aad: string): Seal
   const iv = nonce();
   const cipher = createCipheriv(ALG, key, iv, { authTagLength: TAG_BYTES });
   cipher.setAAD(Buffer.from(aad, 'utf8'));
-  const out = Buffer.concat([cipher.update(plaintext), cipher.final(), cipher.getAuthTag()]);
+  const body = cipher.update(plaintext);
+  // GCM's final adds no bytes: it computes the tag.
+  cipher.final();
+  const out = Buffer.concat([body, cipher.getAuthTag()], body.length + TAG_BYTES);
   return { iv: iv.toString('base64'), data: out.toString('base64') };
 }
 
@@ -48,7 +51,10 @@ export function open(key: Buffer, sealed: Sealed, aad: string): Buffer {
   const decipher = createDecipheriv(ALG, key, iv, { authTagLength: TAG_BYTES });
   decipher.setAAD(Buffer.from(aad, 'utf8'));
   decipher.setAuthTag(all.subarray(all.length - TAG_BYTES));
-  return Buffer.concat([decipher.update(all.subarray(0, all.length - TAG_BYTES)), decipher.final()]);
+  const body = decipher.update(all.subarray(0, all.length - TAG_BYTES));
+  // Throws when the tag does not match: then nothing of `body` is returned.
+  decipher.final();
+  return body;
 }
 
 /** A new random data key. */

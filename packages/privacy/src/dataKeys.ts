@@ -2,7 +2,8 @@ import { v4 as uuidv4 } from 'uuid';
 import { createMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
 import { newKey, newKeys } from './aead.js';
-import { UnknownMasterKeyError, type Keyring } from './keyring.js';
+import type { Keyring } from './keyring.js';
+import { KeyMemory } from './keyMemory.js';
 
 /** A contact's data key, unwrapped. */
 export interface DataKey {
@@ -13,36 +14,8 @@ export interface DataKey {
 /** What a wrapped data key is bound to: it unwraps only for its own contact and key id. */
 const wrapAad = (shopId: string, contactId: string, keyId: string) => `contact-key/${shopId}/${contactId}/${keyId}`;
 
-/** Keys a process remembers (about 150 bytes each); past it the cache starts again, as the other caches here do. */
-const CACHE_MAX = 200_000;
-
-/**
- * The unwrapped data keys a process has used, by key id: a key never changes once made, and is only ever
- * destroyed, which readers learn from contact_keys in their transaction (liveContactKeys), not from this cache.
- */
-export class KeyCache {
-  private readonly byId = new Map<string, Buffer>();
-  constructor(private readonly keyring: Keyring) {}
-
-  async unwrap(row: { shop_id: string; contact_id: string; key_id: string; master_id: string; wrapped: string }): Promise<Buffer> {
-    const hit = this.byId.get(row.key_id);
-    if (hit) return hit;
-    let key: Buffer;
-    try {
-      key = this.keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
-    } catch (e) {
-      if (!(e instanceof UnknownMasterKeyError)) throw e;
-      // A rotation may have added a key since this process read them.
-      await this.keyring.reload();
-      key = this.keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
-    }
-    if (this.byId.size >= CACHE_MAX) this.byId.clear();
-    this.byId.set(row.key_id, key);
-    return key;
-  }
-}
-
-interface KeyRow {
+/** A contact_keys row as the readers select it. */
+export interface KeyRow {
   shop_id: string;
   contact_id: string;
   key_id: string;
@@ -56,6 +29,40 @@ const keyRow = (r: Record<string, unknown>): KeyRow => ({
   master_id: String(r.master_id),
   wrapped: String(r.wrapped),
 });
+
+/**
+ * The unwrapped data keys a process has used, by key id, each kept KEY_TTL_MS at most (keyMemory.ts): a key never
+ * changes once made, and is only ever destroyed, which readers learn from contact_keys in their transaction
+ * (contactStates), not from this cache.
+ */
+export class KeyCache {
+  private readonly byId: KeyMemory<Buffer>;
+  constructor(
+    private readonly keyring: Keyring,
+    memory: ConstructorParameters<typeof KeyMemory>[0] = {},
+  ) {
+    this.byId = new KeyMemory(memory);
+  }
+
+  /** Reads the master keys again when a row not cached names one this process does not hold (a rotation since). */
+  async prepare(rows: readonly KeyRow[]): Promise<void> {
+    if (rows.some((r) => this.byId.get(r.key_id) === undefined && !this.keyring.knows(r.master_id))) await this.keyring.reload();
+  }
+
+  /** The row's key, from the cache or unwrapped (after prepare for rows whose master key may be new). */
+  unwrapNow(row: KeyRow): Buffer {
+    const hit = this.byId.get(row.key_id);
+    if (hit) return hit;
+    const key = this.keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
+    this.byId.set(row.key_id, key);
+    return key;
+  }
+
+  async unwrap(row: KeyRow): Promise<Buffer> {
+    await this.prepare([row]);
+    return this.unwrapNow(row);
+  }
+}
 
 interface KeyRequest {
   shopId: string;
@@ -71,7 +78,8 @@ interface KeyRequest {
  * records are sealed under a throw-away key, which no reader can open (they are read as erased).
  */
 export class ContactKeys {
-  private readonly cache = new Map<string, DataKey>();
+  /** By `<shop>/<contact>`. */
+  private readonly cache = new KeyMemory<DataKey>();
   private readonly unwrapped: KeyCache;
   private readonly batcher;
 
@@ -80,7 +88,8 @@ export class ContactKeys {
     private readonly keyring: Keyring,
     opts: { lingerMs?: number } = {},
   ) {
-    this.unwrapped = new KeyCache(keyring);
+    // Only to unwrap (and read the master keys again after a rotation): the keys are remembered in `cache`.
+    this.unwrapped = new KeyCache(keyring, { ttlMs: 0 });
     this.batcher = createMicroBatcher<KeyRequest>({
       lingerMs: opts.lingerMs ?? 0,
       maxWeight: 2_000,
@@ -122,18 +131,13 @@ export class ContactKeys {
         WHERE (c.shop_id, c.contact_id) IN (SELECT * FROM unnest(${of.map((p) => p.shop)}::uuid[], ${of.map((p) => p.contact)}::uuid[]))`,
         keyRow,
       );
-      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: await this.unwrapped.unwrap(row) });
+      await this.unwrapped.prepare(rows);
+      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: this.unwrapped.unwrapNow(row) });
     };
     await readBack(pairs);
     const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));
     if (missing.length > 0) {
-      const fresh = newKeys(missing.length);
-      const made = missing.map((p, i) => {
-        const keyId = uuidv4();
-        const key = fresh[i];
-        const { masterId, wrapped } = this.keyring.wrap(key, wrapAad(p.shop, p.contact, keyId));
-        return { ...p, keyId, key, masterId, wrapped };
-      });
+      const made = makeDataKeys(this.keyring, missing);
       const inserted = await this.db.query(sql`
         INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
         SELECT k.shop_id, k.contact_id, k.key_id, k.master_id, k.wrapped
@@ -147,15 +151,27 @@ export class ContactKeys {
       const lost = missing.filter((p) => !ours.has(k(p.shop, p.contact)));
       if (lost.length > 0) await readBack(lost);
     }
-    for (const [key, dataKey] of found) {
-      if (this.cache.size >= CACHE_MAX) this.cache.clear();
-      this.cache.set(key, dataKey);
-    }
+    for (const [key, dataKey] of found) this.cache.set(key, dataKey);
     for (const r of requests) {
       // A contact erased meanwhile: sealed under a key nobody keeps (and not remembered).
       r.keys = new Map(r.contactIds.map((c) => [c, found.get(k(r.shopId, c)) ?? { keyId: uuidv4(), key: newKey() }]));
     }
   }
+}
+
+/** New data keys for these contacts, each wrapped under the current master key, bound to its contact and key id. */
+export function makeDataKeys(
+  keyring: Keyring,
+  pairs: { shop: string; contact: string }[],
+): { shop: string; contact: string; keyId: string; key: Buffer; masterId: string; wrapped: string }[] {
+  const fresh = newKeys(pairs.length);
+  return pairs.map(({ shop, contact }, i) => {
+    const keyId = uuidv4();
+    const key = fresh[i];
+    const { masterId, wrapped } = keyring.wrap(key, wrapAad(shop, contact, keyId));
+    // Named fields, not a spread of the pair: the spread cost as much as the wrap.
+    return { shop, contact, keyId, key, masterId, wrapped };
+  });
 }
 
 /** A (shop, contact) pair as the readers look them up. */
@@ -179,6 +195,7 @@ export interface ContactStates {
  * the erasure, or never written.
  */
 export async function contactStates(tx: Queryable, cache: KeyCache, refs: ContactRef[]): Promise<ContactStates> {
+  const keyRows = new Map<string, KeyRow>();
   const keys = new Map<string, DataKey>();
   const erased = new Set<string>();
   const k = (shopId: string, contactId: string) => `${shopId}/${contactId}`;
@@ -194,14 +211,25 @@ export async function contactStates(tx: Queryable, cache: KeyCache, refs: Contac
       FOR KEY SHARE`,
       keyRow,
     );
-    for (const row of rows) keys.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: await cache.unwrap(row) });
+    await cache.prepare(rows);
+    for (const row of rows) keyRows.set(k(row.shop_id, row.contact_id), row);
     const gone = await tx.query(sql`
       SELECT e.shop_id, e.contact_id FROM erased_contacts e
       WHERE (e.shop_id, e.contact_id) IN (SELECT * FROM unnest(${shops}::uuid[], ${contacts}::uuid[]))`);
     for (const r of gone) erased.add(k(String(r.shop_id), String(r.contact_id)));
   }
   return {
-    key: (shopId, contactId) => keys.get(k(shopId, contactId)),
+    // Unwrapped when first asked for: a reader that only checks erasures (the flow matcher) unwraps none.
+    key: (shopId, contactId) => {
+      const name = k(shopId, contactId);
+      const hit = keys.get(name);
+      if (hit) return hit;
+      const row = keyRows.get(name);
+      if (!row) return undefined;
+      const key = { keyId: row.key_id, key: cache.unwrapNow(row) };
+      keys.set(name, key);
+      return key;
+    },
     erased: (shopId, contactId) => erased.has(k(shopId, contactId)),
   };
 }

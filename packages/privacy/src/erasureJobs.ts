@@ -4,6 +4,7 @@ import { appendToOutbox, type EmittedRecord } from '@shopstream/bus';
 import { erasuresTopic, type DeletionJob, type DeletionJobAccepted, type DeletionJobStatus, type IdentifierKind } from '@shopstream/contracts';
 import { isDataError, queryRow, queryRows, sql, type Db, type Queryable, type Row, type SQLQuery } from '@shopstream/db';
 import { contactIdKnown, eraseContacts } from './eraseContacts.js';
+import { forgetErasedKeys } from './keyMemory.js';
 import { UnknownMasterKeyError, type Keyring } from './keyring.js';
 
 /** What a job's sealed identifier is bound to. */
@@ -155,7 +156,7 @@ async function runClaimed(deps: ErasureDeps, log: { warn(obj: object, msg: strin
 }
 
 async function runJob(deps: ErasureDeps, shopId: string, id: string): Promise<void> {
-  await deps.db.tx(async (tx) => {
+  const erased = await deps.db.tx(async (tx) => {
     const job = await queryRow(
       tx,
       sql`
@@ -164,7 +165,7 @@ async function runJob(deps: ErasureDeps, shopId: string, id: string): Promise<vo
       (r) => ({ kind: String(r.identifier_kind) as IdentifierKind, master: String(r.identifier_master), sealed: String(r.identifier_sealed), at: iso(r.at) }),
     );
     // Another worker holds it, or finished it meanwhile.
-    if (!job) return;
+    if (!job) return [];
     const unwrap = () => deps.keyring.unwrap(job.master, job.sealed, identifierAad(shopId, id)).toString('utf8');
     let value: string;
     try {
@@ -192,7 +193,10 @@ async function runJob(deps: ErasureDeps, shopId: string, id: string): Promise<vo
       UPDATE erasure_jobs SET status = 'completed', completed_at = now(), contacts_erased = ${erased.length}, error = NULL,
         identifier_master = NULL, identifier_sealed = NULL
       WHERE shop_id = ${shopId} AND id = ${id}`);
+    return erased;
   });
+  // Committed: this process's caches forget the destroyed keys now, other processes' within KEY_TTL_MS.
+  forgetErasedKeys(shopId, erased);
 }
 
 /** The UUIDv5 namespace of erasure record ids. */

@@ -1,6 +1,6 @@
-export { openKeyring, parseKeyList, newMasterKeyText, fingerprint, type Keyring, type KeyringSource, type MasterKeySettings } from './keyring.js';
-export { ContactKeys, KeyCache, contactStates, type ContactRef, type DataKey } from './dataKeys.js';
-export { sealEventRecords, sealEventRecord, sealPersonal, splitPersonal, contactPersonal, openEventRecords } from './sealEvents.js';
+export { openKeyring, keyringOf, parseKeyList, newMasterKeyText, fingerprint, type Keyring, type KeyringSource, type MasterKeySettings } from './keyring.js';
+export { ContactKeys, KeyCache, contactStates, makeDataKeys, type ContactRef, type ContactStates, type DataKey } from './dataKeys.js';
+export { sealEventRecords, sealEventRecord, sealPersonal, splitPersonal, contactPersonal, openEventRecords, openEventRecordsWith } from './sealEvents.js';
 export { openConversationRecords } from './erasedConversations.js';
 export { ConversationSealer } from './sealConversations.js';
 export { withoutErasedContacts } from './erasedContacts.js';

@@ -30,6 +30,8 @@ export interface Keyring {
   readonly ids: readonly string[];
   /** Wraps a data key (or any secret) under the current master key, bound to `aad`. */
   wrap(secret: Buffer, aad: string): { masterId: string; wrapped: string };
+  /** Whether a key of the ring has this fingerprint. */
+  knows(masterId: string): boolean;
   /** Unwraps what wrap made; UnknownMasterKeyError when no key of the ring has that fingerprint. */
   unwrap(masterId: string, wrapped: string, aad: string): Buffer;
   /** Reads the keys again (a file or the database may have gained one: a rotation run by the CLI). */
@@ -96,17 +98,28 @@ async function databaseKeys(db: Queryable): Promise<Buffer[]> {
 
 /** Opens the master keyring (see loadKeys for where it comes from); `warn`: say so when the database holds it. */
 export async function openKeyring(src: KeyringSource, opts: { warn?: boolean } = {}): Promise<Keyring> {
-  let loaded = await loadKeys(src);
+  const loaded = await loadKeys(src);
   if (loaded.from === STORED && opts.warn) {
     src.logger.warn(
       { from: loaded.from },
       'privacy: no PRIVACY_MASTER_KEY or PRIVACY_MASTER_KEY_FILE; the master key is kept in the database beside the keys it wraps, so a backup of the database can bring back erased data. Set one in production (docs/privacy.md)',
     );
   }
+  return ringOver(loaded, () => loadKeys(src));
+}
+
+/** A keyring over fixed keys, the first current (no database; reload changes nothing): for tests and micro-benchmarks. */
+export const keyringOf = (keys: Buffer[]): Keyring => {
+  const fixed = { keys, from: 'the keys given' };
+  return ringOver(fixed, async () => fixed);
+};
+
+function ringOver(first: { keys: Buffer[]; from: string }, load: () => Promise<{ keys: Buffer[]; from: string }>): Keyring {
+  let loaded = first;
   let byId = new Map(loaded.keys.map((k) => [fingerprint(k), k]));
   // The current key's fingerprint, computed once per load (a SHA-256 per wrapped key cost as much as the wrap).
   let currentId = fingerprint(loaded.keys[0]);
-  const ring: Keyring = {
+  return {
     get fromDatabase() {
       return loaded.from === STORED;
     },
@@ -120,6 +133,7 @@ export async function openKeyring(src: KeyringSource, opts: { warn?: boolean } =
       const s = seal(loaded.keys[0], secret, aad);
       return { masterId: currentId, wrapped: `${s.iv}.${s.data}` };
     },
+    knows: (masterId) => byId.has(masterId),
     unwrap(masterId, wrapped, aad) {
       const key = byId.get(masterId);
       if (!key) throw new UnknownMasterKeyError(`no master key with fingerprint ${masterId} is configured (${loaded.from})`);
@@ -127,10 +141,9 @@ export async function openKeyring(src: KeyringSource, opts: { warn?: boolean } =
       return open(key, { iv, data }, aad);
     },
     async reload() {
-      loaded = await loadKeys(src);
+      loaded = await load();
       byId = new Map(loaded.keys.map((k) => [fingerprint(k), k]));
       currentId = fingerprint(loaded.keys[0]);
     },
   };
-  return ring;
 }

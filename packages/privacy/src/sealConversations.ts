@@ -114,19 +114,37 @@ export class ConversationSealer {
 export const sealedContactOf = (r: StoredConversationRecord): string | null =>
   !('sealed' in r) ? null : r.type === 'conversation.upserted' ? r.conversation.contact_id : r.contact_id;
 
+const isObject = (x: unknown): x is Record<string, unknown> => x !== null && typeof x === 'object' && !Array.isArray(x);
+const optionalString = (x: unknown) => x === undefined || typeof x === 'string';
+
+/**
+ * An opened conversation's text, checked by its shape (GCM's tag proved that a holder of the contact's key wrote
+ * it, as for events); zod only for a part of the wrong shape, to say what is wrong. Only the three fields, as
+ * zod's parse would keep.
+ */
+function conversationText(x: unknown): { title?: string; summary?: string; last_message_content?: string } {
+  if (!isObject(x) || !optionalString(x.title) || !optionalString(x.summary) || !optionalString(x.last_message_content)) {
+    return sealedConversationFieldsSchema.parse(x);
+  }
+  const out: { title?: string; summary?: string; last_message_content?: string } = {};
+  if (x.title !== undefined) out.title = x.title as string;
+  if (x.summary !== undefined) out.summary = x.summary as string;
+  if (x.last_message_content !== undefined) out.last_message_content = x.last_message_content as string;
+  return out;
+}
+
+/** An opened message's text, checked as conversationText is. */
+const messageText = (x: unknown): string => (isObject(x) && typeof x.text === 'string' ? x.text : sealedMessageFieldsSchema.parse(x).text);
+
 /**
  * A sealed record opened under its contact's key `k` (the caller checked `k.keyId` against the record's), back in
  * its v1 form; throws when it does not open.
  */
 export function openConversationRecord(k: DataKey, r: SealedConversationUpserted | SealedMessageCreated): ConversationRecord {
   if (r.type === 'conversation.upserted') {
-    const text = sealedConversationFieldsSchema.parse(
-      JSON.parse(open(k.key, r.sealed, conversationAad(r.shop_id, r.conversation.id, r.conversation.contact_id)).toString('utf8')),
-    );
+    const text = conversationText(JSON.parse(open(k.key, r.sealed, conversationAad(r.shop_id, r.conversation.id, r.conversation.contact_id)).toString('utf8')));
     return { type: r.type, shop_id: r.shop_id, conversation: { ...r.conversation, ...text } };
   }
-  const { text } = sealedMessageFieldsSchema.parse(
-    JSON.parse(open(k.key, r.sealed, messageAad(r.shop_id, r.conversation_id, r.message.id, r.contact_id)).toString('utf8')),
-  );
+  const text = messageText(JSON.parse(open(k.key, r.sealed, messageAad(r.shop_id, r.conversation_id, r.message.id, r.contact_id)).toString('utf8')));
   return { type: r.type, shop_id: r.shop_id, conversation_id: r.conversation_id, message: { ...r.message, text } };
 }

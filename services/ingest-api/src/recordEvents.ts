@@ -76,7 +76,8 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
       record: (contact, dataKey) => {
         const built = buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt });
         // The one place personal data is sealed before it reaches the log (docs/privacy.md), here and below.
-        return eventsTopic.record(contact && dataKey ? sealEventRecord(dataKey, { ...built, contact }) : built);
+        // `built.contact` is `contact`: narrowed here, not copied (a spread of the record costs as much as sealing it).
+        return eventsTopic.record(contact && dataKey ? sealEventRecord(dataKey, built as EventRecord & { contact: ResolvedContact }) : built);
       },
     };
   });
