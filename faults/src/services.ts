@@ -23,6 +23,8 @@ export interface Service {
  * TypeScript sources through tsx, as `pnpm start` does (each restart then also transpiles: 1-2 s more here).
  */
 export const fromSource = process.env.FAULTS_FROM_SOURCE === '1';
+/** FAULTS_PROFILE_DIR: V8 CPU profiles of the services (written when a service exits cleanly, not after a kill -9). */
+const profileArgs = process.env.FAULTS_PROFILE_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.FAULTS_PROFILE_DIR}`] : [];
 const serviceArgs = (name: string) =>
   fromSource ? ['--conditions=@shopstream/source', '--import', 'tsx', `services/${name}/src/main.ts`] : [`services/${name}/dist/main.js`];
 
@@ -31,7 +33,7 @@ export function startService(repoRoot: string, name: string, port: number, env: 
   mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, `${name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, serviceArgs(name), {
+  const child = spawn(process.execPath, [...profileArgs, ...serviceArgs(name)], {
     cwd: repoRoot,
     // The per-key ingest limit is off unless the scenario sets it (noisy-neighbour): load comes from one key.
     env: { INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0', ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },
