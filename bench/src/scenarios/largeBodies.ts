@@ -55,33 +55,41 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
   // measured is what one producer's abuse costs the others; records are keyed by shop, so the abuser's records
   // share a partition with its own small ones, not (as a rule) with another shop's.
   const sameShop = process.env.BENCH_LARGE_BODIES_SAME_SHOP === '1';
-  const load = async (small: number, bulks: number): Promise<LargeBodiesResult> => {
-    const gen = spawnChild(small > 0 ? 'load-small' : 'load-bulks', 'largeBodiesLoad.ts');
-    if (small === 0 && ABUSER_NICE > 0) setPriority(gen.pid, ABUSER_NICE);
+  // Processes started and ready first, then told to run together: the small loops never start before the bulks.
+  const loads = async (specs: { small: number; bulks: number }[]): Promise<LargeBodiesResult[]> => {
+    const gens = specs.map(({ small }) => spawnChild(small > 0 ? 'load-small' : 'load-bulks', 'largeBodiesLoad.ts'));
     try {
-      await gen.next('ready', 60_000);
-      const spec: LargeBodiesSpec = {
-        baseUrl,
-        shopId: b.shops[0].shopId,
-        smallShopId: b.shops[sameShop ? 0 : 1].shopId,
-        key: b.shops[0].key,
-        durationMs: b.opts.durationMs,
-        small,
-        bulks,
-      };
-      gen.send({ type: 'run', spec });
-      return (await gen.next<{ result: LargeBodiesResult }>('result', b.opts.durationMs + 120_000)).result;
+      specs.forEach(({ small }, i) => {
+        if (small === 0 && ABUSER_NICE > 0) setPriority(gens[i].pid, ABUSER_NICE);
+      });
+      await Promise.all(gens.map((gen) => gen.next('ready', 60_000)));
+      specs.forEach(({ small, bulks }, i) => {
+        const spec: LargeBodiesSpec = {
+          baseUrl,
+          shopId: b.shops[0].shopId,
+          smallShopId: b.shops[sameShop ? 0 : 1].shopId,
+          key: b.shops[0].key,
+          durationMs: b.opts.durationMs,
+          small,
+          bulks,
+        };
+        gens[i].send({ type: 'run', spec });
+      });
+      return await Promise.all(gens.map(async (gen) => (await gen.next<{ result: LargeBodiesResult }>('result', b.opts.durationMs + 120_000)).result));
     } finally {
-      await gen.stop(5_000);
+      await Promise.all(gens.map((gen) => gen.stop(5_000)));
     }
   };
   const phase = async (bulks: number): Promise<LargeBodiesResult & { server: ReturnType<typeof serverSlow>; sends: ReturnType<typeof serverSlow> }> => {
     const before = await smallBuckets(baseUrl);
     const sendsBefore = await smallBuckets(baseUrl, 'shopstream_kafka_send_seconds');
     let r: LargeBodiesResult;
-    if (oneClient || bulks === 0) r = await load(SMALL_LOOPS, bulks);
+    if (oneClient || bulks === 0) [r] = await loads([{ small: SMALL_LOOPS, bulks }]);
     else {
-      const [small, large] = await Promise.all([load(SMALL_LOOPS, 0), load(0, bulks)]);
+      const [small, large] = await loads([
+        { small: SMALL_LOOPS, bulks: 0 },
+        { small: 0, bulks },
+      ]);
       r = { ...small, bulkStatuses: large.bulkStatuses, bulkBytes: large.bulkBytes, bulkLatency: large.bulkLatency };
     }
     return {
