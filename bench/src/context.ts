@@ -4,7 +4,8 @@ import { Kafka, logLevel } from 'kafkajs';
 import { createKafkaBus, ownedTopicSpecs, topicNames, type TopicNames } from '@shopstream/bus';
 import { loadEnv } from '@shopstream/config';
 import { createLogger } from '@shopstream/telemetry';
-import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
+import { connectPostgres, migrate, queryRows, sql, type Db } from '@shopstream/db';
+import { makeDataKeys, openKeyring } from '@shopstream/privacy';
 import { spawnChild, type Child } from './children.js';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
 import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
@@ -26,6 +27,23 @@ export interface Options {
 }
 
 export const PARTITIONS = 12;
+
+/** A data key for every contact without one, made and wrapped as ingest makes them, under the deployment's master key. */
+async function seedDataKeys(db: Db): Promise<void> {
+  const keyring = await openKeyring({ env: process.env, db, logger: createLogger('bench', 'warn') });
+  const pairs = await queryRows(
+    db,
+    sql`SELECT c.shop_id, c.id FROM contacts c WHERE NOT EXISTS (SELECT 1 FROM contact_keys k WHERE k.shop_id = c.shop_id AND k.contact_id = c.id)`,
+    (r) => ({ shop: String(r.shop_id), contact: String(r.id) }),
+  );
+  for (let at = 0; at < pairs.length; at += 5_000) {
+    const made = makeDataKeys(keyring, pairs.slice(at, at + 5_000));
+    await db.query(sql`
+      INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
+      SELECT * FROM unnest(${made.map((m) => m.shop)}::uuid[], ${made.map((m) => m.contact)}::uuid[], ${made.map((m) => m.keyId)}::uuid[],
+                           ${made.map((m) => m.masterId)}::text[], ${made.map((m) => m.wrapped)}::text[])`);
+  }
+}
 
 /** What one scenario works on: its own database and topics on the shared broker, shops and a key. */
 export class Bench {
@@ -72,6 +90,10 @@ export class Bench {
         CASE WHEN ${r} < 6 AND i % 3 = 0 THEN 'Customer ' || i END
       FROM unnest(${this.shops.map((x) => x.shopId)}::uuid[]) AS s(shop_id), generate_series(0, ${pool - 1}::int) AS i
       WHERE i % 20 <> 7`);
+    // Returning customers came through ingest, which gave each one a data key on its first event (docs/privacy.md):
+    // made here the same way, so the load finds their keys rather than making one per returning contact.
+    // BENCH_KEYLESS_CONTACTS=1 leaves them without: the first hours after deploying crypto-shredding.
+    if (process.env.BENCH_KEYLESS_CONTACTS !== '1') await seedDataKeys(db);
     await db.query(sql`ANALYZE contacts`);
     return Number((await db.query(sql`SELECT count(*)::int AS n FROM contacts`))[0].n);
   }

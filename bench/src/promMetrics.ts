@@ -40,4 +40,21 @@ export async function scrapeHistograms(
   return out;
 }
 
+/**
+ * One histogram's cumulative buckets from the service's /metrics, by `le`, summed over the series whose labels
+ * `keep` accepts (all of them when absent).
+ */
+export async function scrapeBuckets(baseUrl: string, name: string, keep: (labels: string) => boolean = () => true): Promise<Map<string, number>> {
+  const text = await (await request(`${baseUrl}/metrics`)).body.text();
+  const bucket = new RegExp(`^${name}_bucket\\{(.*)\\} ([0-9.e+-]+)$`);
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = bucket.exec(line);
+    if (!m || !keep(m[1])) continue;
+    const le = /le="([^"]+)"/.exec(m[1])![1];
+    out.set(le, (out.get(le) ?? 0) + Number(m[2]));
+  }
+  return out;
+}
+
 export const SERVICE_HISTOGRAMS = ['shopstream_kafka_send_seconds', 'shopstream_http_request_seconds', 'shopstream_consumer_batch_seconds'];

@@ -1,8 +1,8 @@
 import type { Bench } from '../context.js';
 import { setPriority } from 'node:os';
-import { request } from 'undici';
 import { spawnChild } from '../children.js';
 import type { LargeBodiesResult, LargeBodiesSpec } from '../largeBodiesLoad.js';
+import { scrapeBuckets, scrapeHistograms } from '../promMetrics.js';
 import type { Row, ScenarioResult } from '../report.js';
 
 const SMALL_LOOPS = 4;
@@ -12,25 +12,36 @@ const PAIRS = Number(process.env.BENCH_LARGE_BODIES_PAIRS ?? 3);
 /** BENCH_LARGE_BODIES_ABUSER_NICE: the bulk loops' process at this nice value (its own process only). */
 const ABUSER_NICE = Number(process.env.BENCH_LARGE_BODIES_ABUSER_NICE ?? 0);
 
-/** The server's own latency histogram of single-event 202s (shopstream_http_request_seconds), cumulative by bucket. */
-async function smallBuckets(baseUrl: string, metric = 'shopstream_http_request_seconds'): Promise<Map<string, number>> {
-  const text = await (await request(`${baseUrl}/metrics`)).body.text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const m = new RegExp(`^${metric}_bucket\\{(.*)\\} ([0-9.e+-]+)$`).exec(line);
-    if (!m) continue;
-    if (metric === 'shopstream_http_request_seconds' && (!m[1].includes('status="202"') || !/route="[^"]*\/events\/"/.test(m[1]))) continue;
-    const le = /le="([^"]+)"/.exec(m[1])![1];
-    out.set(le, (out.get(le) ?? 0) + Number(m[2]));
-  }
-  return out;
-}
+/** The server's own latency histogram of single-event 202s (shopstream_http_request_seconds), cumulative by bucket, or another histogram's (all its series). */
+const smallBuckets = (baseUrl: string, metric = 'shopstream_http_request_seconds'): Promise<Map<string, number>> =>
+  metric === 'shopstream_http_request_seconds'
+    ? scrapeBuckets(baseUrl, metric, (labels) => labels.includes('status="202"') && /route="[^"]*\/events\/"/.test(labels))
+    : scrapeBuckets(baseUrl, metric);
 
-/** Of the single-event 202s between two scrapes: how many the server took over 25 ms and over 50 ms to answer. */
-function serverSlow(before: Map<string, number>, after: Map<string, number>): { count: number; over25ms: number; over50ms: number } {
+/** Of the single-event 202s between two scrapes: how many the server took over 10, 25 and 50 ms to answer. */
+function serverSlow(before: Map<string, number>, after: Map<string, number>): { count: number; over10ms: number; over25ms: number; over50ms: number } {
   const d = (le: string) => (after.get(le) ?? 0) - (before.get(le) ?? 0);
   const count = d('+Inf');
-  return { count, over25ms: count - d('0.025'), over50ms: count - d('0.05') };
+  return { count, over10ms: count - d('0.01'), over25ms: count - d('0.025'), over50ms: count - d('0.05') };
+}
+
+/** The main thread's garbage collections by kind (prom-client's nodejs_gc_duration_seconds): count and total ms. */
+async function gcTotals(baseUrl: string): Promise<Record<string, { count: number; ms: number }>> {
+  const { byLabel } = (await scrapeHistograms(baseUrl, ['nodejs_gc_duration_seconds'])).nodejs_gc_duration_seconds;
+  return Object.fromEntries(
+    Object.entries(byLabel).map(([labels, h]) => [/kind="([^"]+)"/.exec(labels)?.[1] ?? labels, { count: h.count, ms: h.sumSeconds * 1000 }]),
+  );
+}
+
+/** What the main thread's collections took between two scrapes: in all (ms), and `kind n / ms` for each kind seen. */
+function gcBetween(before: Awaited<ReturnType<typeof gcTotals>>, after: Awaited<ReturnType<typeof gcTotals>>): { ms: number; kinds: string } {
+  const kinds = Object.entries(after)
+    .map(([kind, a]) => ({ kind, n: a.count - (before[kind]?.count ?? 0), ms: a.ms - (before[kind]?.ms ?? 0) }))
+    .filter((g) => g.n > 0);
+  return {
+    ms: Number(kinds.reduce((t, g) => t + g.ms, 0).toFixed(0)),
+    kinds: kinds.map((g) => `${g.kind} ${g.n} / ${g.ms.toFixed(0)} ms`).join(', '),
+  };
 }
 
 /**
@@ -80,7 +91,10 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
       await Promise.all(gens.map((gen) => gen.stop(5_000)));
     }
   };
-  const phase = async (bulks: number): Promise<LargeBodiesResult & { server: ReturnType<typeof serverSlow>; sends: ReturnType<typeof serverSlow> }> => {
+  const phase = async (
+    bulks: number,
+  ): Promise<LargeBodiesResult & { server: ReturnType<typeof serverSlow>; sends: ReturnType<typeof serverSlow>; gc: ReturnType<typeof gcBetween> }> => {
+    const gcBefore = await gcTotals(baseUrl);
     const before = await smallBuckets(baseUrl);
     const sendsBefore = await smallBuckets(baseUrl, 'shopstream_kafka_send_seconds');
     let r: LargeBodiesResult;
@@ -96,6 +110,7 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
       ...r,
       server: serverSlow(before, await smallBuckets(baseUrl)),
       sends: serverSlow(sendsBefore, await smallBuckets(baseUrl, 'shopstream_kafka_send_seconds')),
+      gc: gcBetween(gcBefore, await gcTotals(baseUrl)),
     };
   };
   // Warm up: the server's first requests (and its first large body's worker) are not measured.
@@ -118,20 +133,22 @@ export async function largeBodies(b: Bench): Promise<ScenarioResult> {
         unit: `/ ${beside.bulkStatuses['503'] ?? 0} (small requests: ${beside.small.count}, non-202: ${beside.small.count - (beside.smallStatuses['202'] ?? 0)})`,
       },
       {
-        measure: `pair ${i}: small answered by the server in over 25 / 50 ms, alone`,
-        value: alone.server.over25ms,
-        unit: `/ ${alone.server.over50ms} of ${alone.server.count}`,
+        measure: `pair ${i}: small answered by the server in over 10 / 25 / 50 ms, alone`,
+        value: alone.server.over10ms,
+        unit: `/ ${alone.server.over25ms} / ${alone.server.over50ms} of ${alone.server.count}`,
       },
       {
-        measure: `pair ${i}: small answered by the server in over 25 / 50 ms, beside`,
-        value: beside.server.over25ms,
-        unit: `/ ${beside.server.over50ms} of ${beside.server.count}`,
+        measure: `pair ${i}: small answered by the server in over 10 / 25 / 50 ms, beside`,
+        value: beside.server.over10ms,
+        unit: `/ ${beside.server.over25ms} / ${beside.server.over50ms} of ${beside.server.count}`,
       },
       {
-        measure: `pair ${i}: Kafka sends of the request thread over 25 / 50 ms, alone / beside`,
-        value: alone.sends.over25ms,
-        unit: `/ ${alone.sends.over50ms} of ${alone.sends.count}; ${beside.sends.over25ms} / ${beside.sends.over50ms} of ${beside.sends.count}`,
+        measure: `pair ${i}: Kafka sends of the request thread over 10 / 25 / 50 ms, alone / beside`,
+        value: alone.sends.over10ms,
+        unit: `/ ${alone.sends.over25ms} / ${alone.sends.over50ms} of ${alone.sends.count}; ${beside.sends.over10ms} / ${beside.sends.over25ms} / ${beside.sends.over50ms} of ${beside.sends.count}`,
       },
+      { measure: `pair ${i}: the server's main-thread GC in the phase, alone`, value: alone.gc.ms, unit: `ms (${alone.gc.kinds || 'none'})` },
+      { measure: `pair ${i}: the server's main-thread GC in the phase, beside`, value: beside.gc.ms, unit: `ms (${beside.gc.kinds || 'none'})` },
     );
   }
   await b.stopChild(child);

@@ -19,7 +19,7 @@ export {
   trimExpiredRecords,
   type TrimmedPartition,
 } from './pglog/index.js';
-export { createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
+export { createKeyedMicroBatcher, createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export {
   defineProjection,
   runLiveProjection,

@@ -77,3 +77,32 @@ export function createMicroBatcher<T>(opts: MicroBatcherOptions<T>): MicroBatche
     },
   };
 }
+
+/**
+ * One micro-batcher per key (ingest's: the shop): flushes of one key never overlap, those of different keys may.
+ * With one batcher for every shop, a shop's bulk of 100 new contacts held up every other shop's single event for
+ * its whole flush (a small request waited a round of INSERTs it had no part in); now one producer's large batches
+ * delay only its own requests. A key's batcher is dropped once nothing of it is pending.
+ */
+export function createKeyedMicroBatcher<T>(opts: MicroBatcherOptions<T> & { key: (item: T) => string }): MicroBatcher<T> {
+  const byKey = new Map<string, { batcher: MicroBatcher<T>; pending: number }>();
+  return {
+    async add(item) {
+      const k = opts.key(item);
+      let entry = byKey.get(k);
+      if (!entry) {
+        entry = { batcher: createMicroBatcher(opts), pending: 0 };
+        byKey.set(k, entry);
+      }
+      entry.pending++;
+      try {
+        await entry.batcher.add(item);
+      } finally {
+        if (--entry.pending === 0 && byKey.get(k) === entry) byKey.delete(k);
+      }
+    },
+    async close() {
+      await Promise.all([...byKey.values()].map((e) => e.batcher.close()));
+    },
+  };
+}

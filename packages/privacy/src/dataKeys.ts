@@ -1,5 +1,5 @@
 import { v4 as uuidv4 } from 'uuid';
-import { createMicroBatcher } from '@shopstream/bus';
+import { createKeyedMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
 import { newKey, newKeys } from './aead.js';
 import type { Keyring } from './keyring.js';
@@ -22,6 +22,9 @@ export interface KeyRow {
   master_id: string;
   wrapped: string;
 }
+/** A row's data key, unwrapped under the master key it names. */
+const unwrapRow = (keyring: Keyring, row: KeyRow): Buffer => keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
+
 const keyRow = (r: Record<string, unknown>): KeyRow => ({
   shop_id: String(r.shop_id),
   contact_id: String(r.contact_id),
@@ -53,7 +56,7 @@ export class KeyCache {
   unwrapNow(row: KeyRow): Buffer {
     const hit = this.byId.get(row.key_id);
     if (hit) return hit;
-    const key = this.keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
+    const key = unwrapRow(this.keyring, row);
     this.byId.set(row.key_id, key);
     return key;
   }
@@ -80,7 +83,6 @@ interface KeyRequest {
 export class ContactKeys {
   /** By `<shop>/<contact>`. */
   private readonly cache = new KeyMemory<DataKey>();
-  private readonly unwrapped: KeyCache;
   private readonly batcher;
 
   constructor(
@@ -88,9 +90,9 @@ export class ContactKeys {
     private readonly keyring: Keyring,
     opts: { lingerMs?: number } = {},
   ) {
-    // Only to unwrap (and read the master keys again after a rotation): the keys are remembered in `cache`.
-    this.unwrapped = new KeyCache(keyring, { ttlMs: 0 });
-    this.batcher = createMicroBatcher<KeyRequest>({
+    // A batcher per shop, as ingest's contact look-ups: one shop's bulk of new keys does not delay another shop's.
+    this.batcher = createKeyedMicroBatcher<KeyRequest>({
+      key: (r) => r.shopId,
       lingerMs: opts.lingerMs ?? 0,
       maxWeight: 2_000,
       weight: (r) => r.contactIds.length,
@@ -131,8 +133,9 @@ export class ContactKeys {
         WHERE (c.shop_id, c.contact_id) IN (SELECT * FROM unnest(${of.map((p) => p.shop)}::uuid[], ${of.map((p) => p.contact)}::uuid[]))`,
         keyRow,
       );
-      await this.unwrapped.prepare(rows);
-      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: this.unwrapped.unwrapNow(row) });
+      // A row under a master key this process does not hold: one rotated in since it read them.
+      if (rows.some((r) => !this.keyring.knows(r.master_id))) await this.keyring.reload();
+      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: unwrapRow(this.keyring, row) });
     };
     await readBack(pairs);
     const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));

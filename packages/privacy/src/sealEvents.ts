@@ -31,6 +31,13 @@ export function sealPersonal(k: DataKey, ids: { shopId: string; activityId: stri
 }
 
 /**
+ * The sealed part's JSON, as JSON.stringify writes it, written out: its values are the algorithm's name, a uuid
+ * and base64 (nothing to escape), and for a large record JSON.stringify's scan of the ciphertext cost as much as
+ * sealing it (about 115 µs of a 55 KB part's 220).
+ */
+export const sealedPartJson = (s: SealedPart): string => `{"alg":"${s.alg}","key_id":"${s.key_id}","iv":"${s.iv}","data":"${s.data}"}`;
+
+/**
  * What sealing splits a record into, serialised by whoever holds it (ingest's body worker writes the JSON
  * without the contact, which the main thread resolves): the plain record without the personal fields, and the
  * personal fields, the contact's identifiers and name among them.

@@ -1,4 +1,4 @@
-import { createMicroBatcher } from '@shopstream/bus';
+import { createKeyedMicroBatcher } from '@shopstream/bus';
 import type { ResolvedContact } from '@shopstream/contracts';
 import type { Queryable } from '@shopstream/db';
 import { resolveContacts, type ContactQuery } from './resolveContacts.js';
@@ -18,12 +18,15 @@ interface Pending {
 
 /**
  * Gathers the contact look-ups of concurrent requests into one resolveContacts call per shop, so under
- * load a few queries serve many requests instead of a few per request (as the Kafka adapter does for sends).
+ * load a few queries serve many requests instead of a few per request (as the Kafka adapter does for sends);
+ * shops are batched apart, so one shop's bulk does not delay another's events.
  * Each request gets its own answer or its own error: one shop's failure does not fail another's, and a
  * batch the database refuses is retried request by request, so one bad request does not fail the others.
  */
 export function createContactResolver(db: Queryable, opts: { lingerMs: number; maxQueries?: number }): ContactResolver {
-  const batcher = createMicroBatcher<Pending>({
+  // A batcher per shop: one shop's large resolution never holds up another shop's (createKeyedMicroBatcher).
+  const batcher = createKeyedMicroBatcher<Pending>({
+    key: (p) => p.shopId,
     lingerMs: opts.lingerMs,
     maxWeight: opts.maxQueries ?? 1_000,
     weight: (p) => p.queries.length,
