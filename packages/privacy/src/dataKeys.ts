@@ -116,6 +116,29 @@ export class ContactKeys {
     return out;
   }
 
+  /**
+   * New data keys for contacts about to be inserted, for the statement that inserts them (ingest's resolveContacts),
+   * so that a new contact's key costs no round trip of its own; `remember` them once that statement is done.
+   */
+  makeFor(shopId: string, contactIds: string[]): MadeKey[] {
+    return makeDataKeys(
+      this.keyring,
+      contactIds.map((contact) => ({ shop: shopId, contact })),
+    );
+  }
+
+  /**
+   * Keys inserted with their contacts (makeFor), or read in the statement that found them: remembered, so the
+   * request's forContacts finds them without a look-up of its own.
+   */
+  async remember(keys: { made?: readonly MadeKey[]; rows?: readonly KeyRow[] }): Promise<void> {
+    for (const m of keys.made ?? []) this.cache.set(`${m.shop}/${m.contact}`, { keyId: m.keyId, key: m.key });
+    const rows = (keys.rows ?? []).filter((r) => this.cache.get(`${r.shop_id}/${r.contact_id}`) === undefined);
+    // A row under a master key this process does not hold: one rotated in since it read them.
+    if (rows.some((r) => !this.keyring.knows(r.master_id))) await this.keyring.reload();
+    for (const r of rows) this.cache.set(`${r.shop_id}/${r.contact_id}`, { keyId: r.key_id, key: unwrapRow(this.keyring, r) });
+  }
+
   /** Waits for the look-ups in progress. */
   close(): Promise<void> {
     return this.batcher.close();
@@ -162,11 +185,18 @@ export class ContactKeys {
   }
 }
 
+/** A data key made for a contact: its row's fields and the key itself. */
+export interface MadeKey {
+  shop: string;
+  contact: string;
+  keyId: string;
+  key: Buffer;
+  masterId: string;
+  wrapped: string;
+}
+
 /** New data keys for these contacts, each wrapped under the current master key, bound to its contact and key id. */
-export function makeDataKeys(
-  keyring: Keyring,
-  pairs: { shop: string; contact: string }[],
-): { shop: string; contact: string; keyId: string; key: Buffer; masterId: string; wrapped: string }[] {
+export function makeDataKeys(keyring: Keyring, pairs: { shop: string; contact: string }[]): MadeKey[] {
   const fresh = newKeys(pairs.length);
   return pairs.map(({ shop, contact }, i) => {
     const keyId = uuidv4();

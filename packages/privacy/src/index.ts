@@ -1,5 +1,15 @@
 export { openKeyring, keyringOf, parseKeyList, newMasterKeyText, fingerprint, type Keyring, type KeyringSource, type MasterKeySettings } from './keyring.js';
-export { ContactKeys, KeyCache, contactStates, makeDataKeys, type ContactRef, type ContactStates, type DataKey } from './dataKeys.js';
+export {
+  ContactKeys,
+  KeyCache,
+  contactStates,
+  makeDataKeys,
+  type ContactRef,
+  type ContactStates,
+  type DataKey,
+  type KeyRow,
+  type MadeKey,
+} from './dataKeys.js';
 export {
   sealEventRecords,
   sealEventRecord,

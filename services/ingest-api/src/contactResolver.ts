@@ -1,7 +1,7 @@
 import { createKeyedMicroBatcher } from '@shopstream/bus';
 import type { ResolvedContact } from '@shopstream/contracts';
 import type { Queryable } from '@shopstream/db';
-import { resolveContacts, type ContactQuery } from './resolveContacts.js';
+import { resolveContacts, type ContactQuery, type ResolutionKeys } from './resolveContacts.js';
 
 export interface ContactResolver {
   resolve(shopId: string, queries: ContactQuery[]): Promise<ResolvedContact[]>;
@@ -23,7 +23,7 @@ interface Pending {
  * Each request gets its own answer or its own error: one shop's failure does not fail another's, and a
  * batch the database refuses is retried request by request, so one bad request does not fail the others.
  */
-export function createContactResolver(db: Queryable, opts: { lingerMs: number; maxQueries?: number }): ContactResolver {
+export function createContactResolver(db: Queryable, opts: { lingerMs: number; maxQueries?: number; keys?: ResolutionKeys }): ContactResolver {
   // A batcher per shop: one shop's large resolution never holds up another shop's (createKeyedMicroBatcher).
   const batcher = createKeyedMicroBatcher<Pending>({
     key: (p) => p.shopId,
@@ -40,6 +40,7 @@ export function createContactResolver(db: Queryable, opts: { lingerMs: number; m
               db,
               shopId,
               pending.flatMap((p) => p.queries),
+              opts.keys,
             );
             let at = 0;
             for (const p of pending) {
@@ -56,7 +57,7 @@ export function createContactResolver(db: Queryable, opts: { lingerMs: number; m
             await Promise.all(
               pending.map(async (p) => {
                 try {
-                  p.result = await resolveContacts(db, shopId, p.queries);
+                  p.result = await resolveContacts(db, shopId, p.queries, opts.keys);
                 } catch (e2) {
                   p.error = e2;
                 }

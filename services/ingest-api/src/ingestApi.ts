@@ -11,9 +11,10 @@ import type { IngestContext } from './index.js';
 
 /** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
 export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promise<StartedService> {
-  const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS });
-  const limiter = ingestRateLimiter(rt);
   const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), { lingerMs: rt.config.INGEST_LINGER_MS });
+  // The contacts' keys ride on their look-ups: read with the contacts found, inserted with the contacts made.
+  const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS, keys });
+  const limiter = ingestRateLimiter(rt);
   const bodies =
     rt.config.INGEST_BODY_WORKERS > 0
       ? new BodyPool({

@@ -1,6 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { queryRows, sql } from '@shopstream/db';
+import { queryRows, sql, type Queryable, type SQLQuery } from '@shopstream/db';
+import { ContactKeys, keyringOf } from '@shopstream/privacy';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
@@ -209,5 +210,36 @@ describe('Unicode spellings of one identifier', () => {
       expect(a.body.contact.id).toBe(id);
     }
     expect((await rowsOf(shop.shopId)).map((r) => r.id)).toEqual([id]);
+  });
+});
+
+describe('data keys carried by the resolution', () => {
+  it("a new contact's key is inserted with it and an existing contact's key read with it: the request's key look-up then makes no query", async () => {
+    const shop = await createTestShop(rt);
+    const keyring = keyringOf([randomBytes(32)]);
+    // The keys' own look-ups counted: after a resolution that carried them, forContacts must find them remembered.
+    let keyQueries = 0;
+    const counted: Queryable = { query: ((q: SQLQuery) => (keyQueries++, rt.db.query(q))) as Queryable['query'] };
+    const keys = new ContactKeys(counted, keyring);
+    const existingId = await insertContact(shop.shopId, { email: 'old@example.com' });
+    // The existing contact's key, made as ingest makes them.
+    const [made] = keys.makeFor(shop.shopId, [existingId]);
+    await rt.db.query(
+      sql`INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped) VALUES (${shop.shopId}, ${existingId}, ${made.keyId}, ${made.masterId}, ${made.wrapped})`,
+    );
+
+    const [old, fresh] = await resolveContacts(rt.db, shop.shopId, [{ email: 'old@example.com' }, { email: 'new@example.com' }], keys);
+    expect(old.id).toBe(existingId);
+    const rows = await queryRows(rt.db, sql`SELECT contact_id, key_id FROM contact_keys WHERE shop_id = ${shop.shopId} ORDER BY contact_id`, (r) => ({
+      contact: String(r.contact_id),
+      keyId: String(r.key_id),
+    }));
+    expect(rows.map((r) => r.contact).sort()).toEqual([existingId, fresh.id].sort());
+
+    const found = await keys.forContacts(shop.shopId, [old.id, fresh.id]);
+    expect(keyQueries).toBe(0);
+    expect(found.get(old.id)).toEqual({ keyId: made.keyId, key: made.key });
+    expect(found.get(fresh.id)!.keyId).toBe(rows.find((r) => r.contact === fresh.id)!.keyId);
+    await keys.close();
   });
 });

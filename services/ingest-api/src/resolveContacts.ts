@@ -1,6 +1,7 @@
 import { v7 as uuidv7 } from 'uuid';
 import { queryRows, sql, type Queryable, type Row as DbRow, type SQLQuery } from '@shopstream/db';
 import type { ResolvedContact } from '@shopstream/contracts';
+import type { KeyRow, MadeKey } from '@shopstream/privacy';
 
 /** A contact as an event gives it: already validated, email lower-cased, phone in E.164. */
 export interface ContactQuery {
@@ -25,6 +26,16 @@ interface Plan {
   updates: Planned[];
 }
 
+/**
+ * The contacts' data keys (ContactKeys), when resolution is to carry them: the statement that finds the contacts
+ * reads their keys too, and the one that inserts new contacts inserts a key for each, so the request's own key
+ * look-up finds them remembered instead of making two more round trips to PostgreSQL after this one.
+ */
+export interface ResolutionKeys {
+  makeFor(shopId: string, contactIds: string[]): MadeKey[];
+  remember(keys: { made?: readonly MadeKey[]; rows?: readonly KeyRow[] }): Promise<void>;
+}
+
 /** A concurrent writer changed what we read; a few rounds always settle, more means something is wrong. */
 const MAX_ROUNDS = 5;
 
@@ -46,24 +57,46 @@ const lostRace = (e: unknown): boolean => {
  * Concurrent callers creating the same identity race on the unique indexes of `contacts`: the loser's
  * INSERT ... ON CONFLICT DO NOTHING inserts nothing, and the next round finds the winner's row.
  */
-export async function resolveContacts(db: Queryable, shopId: string, queries: ContactQuery[]): Promise<ResolvedContact[]> {
+export async function resolveContacts(db: Queryable, shopId: string, queries: ContactQuery[], keys?: ResolutionKeys): Promise<ResolvedContact[]> {
   if (queries.length === 0) return [];
   for (let round = 1; round <= MAX_ROUNDS; round++) {
-    const existing = await selectContacts(db, shopId, queries);
+    const existing = await selectContacts(db, shopId, queries, keys !== undefined);
     const plan = planResolution(existing, queries);
+    let made: MadeKey[] = [];
     if (plan.creates.length > 0) {
       // One order for every caller, so two lists inserting the same identities rarely wait on each other in a cycle.
       plan.creates.sort((x, y) => sortKey(x).localeCompare(sortKey(y)));
-      let inserted: unknown[];
-      try {
-        inserted = await db.query(sql`
+      made =
+        keys?.makeFor(
+          shopId,
+          plan.creates.map((c) => c.id),
+        ) ?? [];
+      const insert = sql`
         INSERT INTO contacts (shop_id, id, email, phone, remote_id, name)
         VALUES ${sql.join(
           plan.creates.map((c) => sql`(${shopId}, ${c.id}, ${c.email}, ${c.phone}, ${c.remote_id}, ${c.name})`),
           sql`, `,
         )}
         ON CONFLICT DO NOTHING
-        RETURNING id`);
+        RETURNING id`;
+      let inserted: unknown[];
+      try {
+        // A new contact's data key in the same statement, for the contacts it inserted (a new contact is never erased).
+        inserted = await db.query(
+          made.length === 0
+            ? insert
+            : sql`
+        WITH ins AS (${insert}),
+        k AS (
+          INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped)
+          SELECT ${shopId}, m.contact_id, m.key_id, m.master_id, m.wrapped
+          FROM unnest(${made.map((m) => m.contact)}::uuid[], ${made.map((m) => m.keyId)}::uuid[], ${made.map((m) => m.masterId)}::text[],
+                      ${made.map((m) => m.wrapped)}::text[]) AS m(contact_id, key_id, master_id, wrapped)
+          JOIN ins ON ins.id = m.contact_id
+          ON CONFLICT (shop_id, contact_id) DO NOTHING
+        )
+        SELECT id FROM ins`,
+        );
       } catch (e) {
         if (lostRace(e)) continue;
         throw e;
@@ -84,6 +117,9 @@ export async function resolveContacts(db: Queryable, shopId: string, queries: Co
         const c = plan.updates.find((u) => u.id === row.id);
         if (c) Object.assign(c, toContact(row));
       }
+    }
+    if (keys) {
+      await keys.remember({ made, rows: existing.flatMap((r) => (r.key ? [r.key] : [])) });
     }
     return plan.results.map(({ id, email, phone, remote_id, name }) => ({ id, email, phone, remote_id, name }));
   }
@@ -112,7 +148,7 @@ const sortKey = (c: Planned): string => `${c.email ?? ''}\u0000${c.phone ?? ''}\
 
 const toContact = (r: Row): ResolvedContact => ({ id: r.id, email: r.email, phone: r.phone, remote_id: r.remote_id, name: r.name });
 
-async function selectContacts(db: Queryable, shopId: string, queries: ContactQuery[]): Promise<Row[]> {
+async function selectContacts(db: Queryable, shopId: string, queries: ContactQuery[], withKeys: boolean): Promise<(Row & { key?: KeyRow })[]> {
   // One look-up per identifier, each on its own unique index whatever the table's statistics say: an OR of
   // IN lists let the planner scan the whole shop on a table not yet analysed (seen in `pnpm bench`).
   const lookups: SQLQuery[] = [];
@@ -126,7 +162,20 @@ async function selectContacts(db: Queryable, shopId: string, queries: ContactQue
   }
   if (lookups.length === 0) return [];
   // UNION, not UNION ALL: a contact found by two identifiers is one row.
-  return queryRows(db, sql.join(lookups, sql` UNION `), contactRow);
+  const found = sql.join(lookups, sql` UNION `);
+  if (!withKeys) return queryRows(db, found, contactRow);
+  return queryRows(
+    db,
+    sql`
+    SELECT f.id, f.email, f.phone, f.remote_id, f.name, k.key_id, k.master_id, k.wrapped
+    FROM (${found}) AS f LEFT JOIN contact_keys k ON k.shop_id = ${shopId} AND k.contact_id = f.id`,
+    (r) => ({
+      ...contactRow(r),
+      ...(r.key_id === null || r.key_id === undefined
+        ? {}
+        : { key: { shop_id: shopId, contact_id: String(r.id), key_id: String(r.key_id), master_id: String(r.master_id), wrapped: String(r.wrapped) } }),
+    }),
+  );
 }
 
 /** A value and, when it differs, its NFD spelling: ASCII (most identifiers) costs one comparison. */
