@@ -119,6 +119,13 @@ export const envSchema = z.object({
     .default(1024 * 1024),
   INGEST_MAX_LARGE_BODIES: z.coerce.number().int().min(1).default(2),
   INGEST_LARGE_BODY_WAIT_MS: z.coerce.number().int().min(0).default(2_000),
+  // And at most this many bytes of them taken per second per process (0: no limit): the cores that parse them and
+  // the broker that writes them are the small requests' too.
+  INGEST_LARGE_BODY_BYTES_PER_SECOND: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(8 * 1024 * 1024),
   // Large ingest bodies are parsed, validated and serialised in INGEST_BODY_WORKERS worker threads (0: on the event
   // loop, as small ones are).
   INGEST_BODY_WORKERS: z.coerce.number().int().min(0).default(1),

@@ -160,6 +160,7 @@ export function eventRoutes(
     thresholdBytes: rt.config.INGEST_LARGE_BODY_BYTES,
     max: rt.config.INGEST_MAX_LARGE_BODIES,
     waitMs: rt.config.INGEST_LARGE_BODY_WAIT_MS,
+    bytesPerSecond: rt.config.INGEST_LARGE_BODY_BYTES_PER_SECOND,
   });
   // Taken before the body is read, so a large body's upload time does not move the default event_time.
   const arrived = (req: Timed, _res: unknown, next: () => void) => {

@@ -14,6 +14,7 @@ const ingestConfig = envSchema.pick({
   INGEST_LARGE_BODY_BYTES: true,
   INGEST_MAX_LARGE_BODIES: true,
   INGEST_LARGE_BODY_WAIT_MS: true,
+  INGEST_LARGE_BODY_BYTES_PER_SECOND: true,
   TRUST_PROXY: true,
   TRUST_REQUEST_ID: true,
   INGEST_WORKER_NICE: true,

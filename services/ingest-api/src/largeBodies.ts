@@ -10,6 +10,15 @@ export interface LargeBodyLimits {
   max: number;
   /** How long a large body may wait for its turn before it is answered 503. */
   waitMs: number;
+  /**
+   * Bytes of large bodies taken per second (a token bucket holding one second's worth; 0: no limit). A body is
+   * taken while the bucket is above zero and charged its Content-Length, so one larger than the bucket leaves it in
+   * debt and the next waits until it is paid off; a body of unknown length, or one that decompresses to more than
+   * it was charged, is charged the rest once read.
+   */
+  bytesPerSecond?: number;
+  /** The clock the byte budget refills by (ms); the tests drive their own. */
+  now?: () => number;
 }
 
 const largeBodies = counter(
@@ -28,37 +37,76 @@ export function isLarge(req: IncomingMessage, thresholdBytes: number): boolean {
 }
 
 /**
- * At most `max` large bodies read, parsed and handled at a time: parsing and validating a 6 MB bulk body holds
- * the event loop for a long while, and twenty at once held it for seconds, so small requests waited behind them
- * (p99 up to 27 s). The turn is taken before the body is read, so a waiting body stays in the socket's buffers
- * (TCP pushes back on its sender) rather than in memory; one that waits past `waitMs` gets 503 `unavailable` with
- * Retry-After, which producer clients retry. Small bodies never wait.
+ * At most `max` large bodies read, parsed and handled at a time, and at most `bytesPerSecond` of them taken per
+ * second: parsing and validating a 6 MB bulk body holds the event loop for a long while, and twenty at once held it
+ * for seconds, so small requests waited behind them (p99 up to 27 s); parsed in a worker, twenty producers sending
+ * such bodies back to back still took the cores the small requests need (the broker writing 20 MB/s, the workers
+ * parsing as much), and only a budget on what is taken bounds that. The turn is taken before the body is read, so a
+ * waiting body stays in the socket's buffers (TCP pushes back on its sender) rather than in memory; one that waits
+ * past `waitMs` gets 503 `unavailable` with Retry-After, which producer clients retry. Small bodies never wait.
  */
 export function largeBodyGate(limits: LargeBodyLimits): RequestHandler {
+  const now = limits.now ?? Date.now;
+  const rate = limits.bytesPerSecond ?? 0;
   let running = 0;
+  // The byte budget: tokens (bytes) at `filledAt`, at most one second's worth; below zero, in debt.
+  let tokens = rate;
+  let filledAt = now();
+  const refill = () => {
+    const t = now();
+    tokens = Math.min(rate, tokens + ((t - filledAt) * rate) / 1000);
+    filledAt = t;
+  };
   const waiting: (() => void)[] = [];
-  const release = () => {
-    const next = waiting.shift();
-    if (next) next();
-    else running--;
+  let refillTimer: NodeJS.Timeout | undefined = undefined;
+  const canTake = () => {
+    if (running >= limits.max) return false;
+    if (rate === 0) return true;
+    refill();
+    return tokens > 0;
+  };
+  // Lets waiting bodies in, in order, while there is a turn and budget; when the budget is what they wait for, once
+  // it is paid off.
+  const admitWaiting = () => {
+    while (waiting.length > 0 && canTake()) waiting.shift()!();
+    if (waiting.length > 0 && running < limits.max && refillTimer === undefined) {
+      refillTimer = setTimeout(
+        () => {
+          refillTimer = undefined;
+          admitWaiting();
+        },
+        Math.max(1, Math.ceil((-tokens * 1000) / rate)),
+      );
+      refillTimer.unref();
+    }
   };
   return (req, res, next) => {
     if (!isLarge(req, limits.thresholdBytes)) return next();
-    // Released once, when the response is done or the client has gone (`close` follows `finish` and aborts alike).
-    const admit = (outcome: 'admitted' | 'waited') => {
+    const length = req.headers['content-length'];
+    const charged = length === undefined ? 0 : Number(length);
+    const take = (outcome: 'admitted' | 'waited') => {
+      running++;
+      if (rate > 0) tokens -= charged;
       largeBodies.inc({ outcome });
-      res.once('close', release);
+      // Released once, when the response is done or the client has gone (`close` follows `finish` and aborts alike).
+      res.once('close', () => {
+        running--;
+        // What was read beyond what was charged (unknown length, or decompressed): charged now.
+        const read = Buffer.isBuffer(req.body) ? req.body.length : 0;
+        if (rate > 0 && read > charged) {
+          refill();
+          tokens -= read - charged;
+        }
+        admitWaiting();
+      });
       next();
     };
-    if (running < limits.max) {
-      running++;
-      return admit('admitted');
-    }
+    if (waiting.length === 0 && canTake()) return take('admitted');
     let timer: NodeJS.Timeout | undefined = undefined;
     const turn = () => {
       clearTimeout(timer);
       req.off('close', gone);
-      admit('waited');
+      take('waited');
     };
     // A client that gives up while waiting gives its place up too.
     const gone = () => {
@@ -81,5 +129,6 @@ export function largeBodyGate(limits: LargeBodyLimits): RequestHandler {
     }, limits.waitMs);
     req.once('close', gone);
     waiting.push(turn);
+    admitWaiting();
   };
 }
