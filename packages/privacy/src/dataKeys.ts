@@ -25,6 +25,11 @@ export interface KeyRow {
 /** A row's data key, unwrapped under the master key it names. */
 const unwrapRow = (keyring: Keyring, row: KeyRow): Buffer => keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
 
+/** Reads the master keys again when a row names one this process does not hold: one rotated in since it read them. */
+async function holdMastersOf(keyring: Keyring, rows: readonly KeyRow[]): Promise<void> {
+  if (rows.some((r) => !keyring.knows(r.master_id))) await keyring.reload();
+}
+
 const keyRow = (r: Record<string, unknown>): KeyRow => ({
   shop_id: String(r.shop_id),
   contact_id: String(r.contact_id),
@@ -49,7 +54,10 @@ export class KeyCache {
 
   /** Reads the master keys again when a row not cached names one this process does not hold (a rotation since). */
   async prepare(rows: readonly KeyRow[]): Promise<void> {
-    if (rows.some((r) => this.byId.get(r.key_id) === undefined && !this.keyring.knows(r.master_id))) await this.keyring.reload();
+    await holdMastersOf(
+      this.keyring,
+      rows.filter((r) => this.byId.get(r.key_id) === undefined),
+    );
   }
 
   /** The row's key, from the cache or unwrapped (after prepare for rows whose master key may be new). */
@@ -134,8 +142,7 @@ export class ContactKeys {
   async remember(keys: { made?: readonly MadeKey[]; rows?: readonly KeyRow[] }): Promise<void> {
     for (const m of keys.made ?? []) this.cache.set(`${m.shop}/${m.contact}`, { keyId: m.keyId, key: m.key });
     const rows = (keys.rows ?? []).filter((r) => this.cache.get(`${r.shop_id}/${r.contact_id}`) === undefined);
-    // A row under a master key this process does not hold: one rotated in since it read them.
-    if (rows.some((r) => !this.keyring.knows(r.master_id))) await this.keyring.reload();
+    await holdMastersOf(this.keyring, rows);
     for (const r of rows) this.cache.set(`${r.shop_id}/${r.contact_id}`, { keyId: r.key_id, key: unwrapRow(this.keyring, r) });
   }
 
@@ -156,8 +163,7 @@ export class ContactKeys {
         WHERE (c.shop_id, c.contact_id) IN (SELECT * FROM unnest(${of.map((p) => p.shop)}::uuid[], ${of.map((p) => p.contact)}::uuid[]))`,
         keyRow,
       );
-      // A row under a master key this process does not hold: one rotated in since it read them.
-      if (rows.some((r) => !this.keyring.knows(r.master_id))) await this.keyring.reload();
+      await holdMastersOf(this.keyring, rows);
       for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: unwrapRow(this.keyring, row) });
     };
     await readBack(pairs);
