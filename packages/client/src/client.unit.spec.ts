@@ -1,3 +1,4 @@
+import http from 'node:http';
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ShopstreamClient, ShopstreamTimeoutError, type EventInput } from './index.js';
@@ -100,3 +101,57 @@ describe('against a server that never answers', () => {
 async function waitUntil(condition: () => boolean): Promise<void> {
   while (!condition()) await new Promise((r) => setTimeout(r, 5));
 }
+
+/**
+ * A rate-limited walk, against a local server answering as the API does (test/client.spec.ts sees the real
+ * export's 429): a 429 with Retry-After is waited out, at least as long as it says, and the walk goes on where it was.
+ */
+describe('against a rate-limited export', () => {
+  const seen: { path: string; at: number; status: number }[] = [];
+  let limitedOnce = false;
+  const server = http.createServer((req, res) => {
+    const page = Number(new URL(req.url!, 'http://x').searchParams.get('page') ?? '1');
+    const answer = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      seen.push({ path: req.url!, at: performance.now(), status });
+      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    };
+    if (page === 2 && !limitedOnce) {
+      limitedOnce = true;
+      return answer(
+        429,
+        { error: { code: 'rate_limited', message: 'At most 2 requests per 60 seconds.', request_id: 'r-429', fields: {} } },
+        { 'retry-after': '1' },
+      );
+    }
+    const next = page < 3 ? `${baseUrl}/v2026-04/conversations/export/?page=${page + 1}` : null;
+    answer(200, { results: [{ id: `c${page}` }], next });
+  });
+  let baseUrl = '';
+  beforeAll(async () => {
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    baseUrl = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    await new Promise((r) => server.close(r));
+  });
+
+  it('walks the export to its end, waiting out the 429 for its Retry-After', async () => {
+    const c = new ShopstreamClient({ baseUrl, apiKey: 'k', shopId: '00000000-0000-4000-8000-000000000000', minBackoffMs: 1, maxBackoffMs: 1 });
+    const ids: string[] = [];
+    for await (const conv of c.exportConversations({ limit: 1 })) ids.push(conv.id);
+    expect(ids).toEqual(['c1', 'c2', 'c3']);
+    expect(seen.map((s) => s.status)).toEqual([200, 429, 200, 200]);
+    // Waited at least the Retry-After (a slow machine only waits longer), not the 1 ms backoff.
+    expect(seen[2].at - seen[1].at).toBeGreaterThanOrEqual(950);
+  });
+
+  it('with no retries left, the 429 is the error, with its code', async () => {
+    limitedOnce = false;
+    seen.length = 0;
+    const c = new ShopstreamClient({ baseUrl, apiKey: 'k', shopId: '00000000-0000-4000-8000-000000000000', retries: 0 });
+    const walk = async () => {
+      for await (const _ of c.exportConversations({ limit: 1 }));
+    };
+    await expect(walk()).rejects.toMatchObject({ status: 429, code: 'rate_limited', requestId: 'r-429' });
+  });
+});
