@@ -1,13 +1,21 @@
 import { ownedTopicSpecs, type ConfigChange } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
+import { topicDefinitions } from '@shopstream/contracts';
 import { parse, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
 
+/** The contracts' topics (of one role, if given), named as the usage text names them. */
+const topicList = (role?: 'source' | 'derived'): string =>
+  Object.values(topicDefinitions)
+    .filter((t) => role === undefined || t.role === role)
+    .map((t) => t.name)
+    .join(', ');
+
 const ensureUsage = `  pnpm cli topics ensure
-      Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations, erasures and a .dlq for each),
+      Creates the topics Shopstream owns (${topicList()} and a .dlq for each),
       with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
-      new or existing, the retention of its role: source topics (events, conversations, erasures) and dead-letter topics
-      keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
+      new or existing, the retention of its role: source topics (${topicList('source')}) and dead-letter topics
+      keep every record (retention.ms=-1, retention.bytes=-1); derived topics (${topicList('derived')}) keep
       DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
       Other settings of an existing topic, and its partitions, are left as they are.`;
 
