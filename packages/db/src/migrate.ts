@@ -44,7 +44,7 @@ async function ownersMigrations(dir: string, strays: boolean): Promise<Migration
 }
 
 /**
- * The packages' migration folders (packages/<package>/migrations/): the tables every service builds on (bus,
+ * The packages' migration folders (packages/<package>/migrations/): the tables every service builds on (bus, projections,
  * runtime, http, flows, privacy). They run before the services' parts of one step.
  */
 export async function packageMigrations(dir = packagesDir): Promise<MigrationSource[]> {

@@ -30,8 +30,8 @@ describe('migration steps (packages/<package>/migrations/ and services/<name>/mi
 
   it("gives each table-owning step its parts in order: the packages' first, then the services', each by owner name", async () => {
     const steps = new Map((await migrationSteps()).map((s) => [s.name, s.parts.map((p) => p.owner)]));
-    expect(steps.get('001_core.sql')).toEqual(['bus', 'http', 'ingest-api']);
-    expect(steps.get('002_activities_flows.sql')).toEqual(['bus', 'flows', 'activity-projector', 'flow-matcher']);
+    expect(steps.get('001_core.sql')).toEqual(['http', 'projections', 'ingest-api']);
+    expect(steps.get('002_activities_flows.sql')).toEqual(['flows', 'projections', 'activity-projector', 'flow-matcher']);
     expect(steps.get('003_conversations.sql')).toEqual(['http', 'conversation-projector', 'query-api']);
     expect(steps.get('017_embedded_demo.sql')).toEqual(['all-in-one']);
     expect(steps.get('018_privacy.sql')).toEqual(['privacy', 'flow-matcher']);

@@ -1,7 +1,6 @@
 import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, gauge, type Logger } from '@shopstream/telemetry';
-import { PublishRefusedError } from './kafkaCommon.js';
-import { BusUnavailableError, RecordsTooLargeError, type Bus, type BusRecord, type OutgoingRecord } from './port.js';
+import { PublishRefusedError, BusUnavailableError, RecordsTooLargeError, type Bus, type BusRecord, type OutgoingRecord } from '@shopstream/bus';
 
 const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
