@@ -21,7 +21,7 @@ export {
 } from './pglog/index.js';
 export { createKeyedMicroBatcher, createMicroBatcher, type MicroBatcher, type MicroBatcherOptions } from './microBatcher.js';
 export { topicNames, topicOf, type TopicNames } from './topicNames.js';
-export { tracedBus, messagingSystem } from './tracedBus.js';
+export { tracedBus } from './tracedBus.js';
 // For the projection engine (@shopstream/projections): a consumed batch's span, a supervised consumer, a refused publish.
 export { traceBatch, type BatchTrace } from './tracedBatch.js';
 export { superviseConsumer } from './supervisor.js';

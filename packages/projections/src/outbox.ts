@@ -191,7 +191,7 @@ async function relayRounds(o: RelayOptions, pace: RelayPace): Promise<number> {
   }
 
   async function oneRound(limit: number): Promise<{ taken: number; sent: number }> {
-    if (o.db.kind === 'pglite') {
+    if (o.db.oneConnection) {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
       // so no other relay can take these rows meanwhile.

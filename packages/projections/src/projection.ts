@@ -12,7 +12,6 @@ import {
   superviseConsumer,
   traceBatch,
   type BatchTrace,
-  messagingSystem,
 } from '@shopstream/bus';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
 
@@ -330,7 +329,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
 
   const mode: ApplyMode = {
     checkpointGroup: groupId,
-    messagingSystem: messagingSystem(o.bus),
+    messagingSystem: o.bus.messagingSystem,
     emit: true,
     async reject(rejected) {
       if (rejected.length === 0) return;

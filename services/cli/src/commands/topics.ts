@@ -23,10 +23,9 @@ const ensureUsage = `  pnpm cli topics ensure
 export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange[]; lines: string[] }> {
   const specs = ownedTopicSpecs(rt.topics, { partitions: rt.env.KAFKA_PARTITIONS, derivedRetentionMs: rt.env.DERIVED_TOPIC_RETENTION_MS });
   const changes = await rt.bus.alignTopicConfigs(specs);
-  const where = rt.bus.kind === 'kafka' ? `Kafka at ${rt.env.KAFKA_BROKERS?.join(',')}` : 'the Postgres log';
   const width = Math.max(...specs.map((s) => s.topic.length));
   const lines = [
-    `Topics on ${where}:`,
+    `Topics on ${rt.bus.description}:`,
     ...specs.map(
       (s) => `  ${s.topic.padEnd(width)}  ${s.role === 'derived' ? `derived: keeps ${s.config['retention.ms']} ms` : `${s.role}: keeps every record`}`,
     ),
