@@ -18,8 +18,8 @@ COPY bench/package.json ./bench/package.json
 COPY test/package.json ./test/package.json
 RUN pnpm install --frozen-lockfile
 RUN pnpm build
-# The runtime tree: each built package's manifest and dist/, the migrations (packages/db/migrations for the
-# packages' tables, services/<name>/migrations beside each service's dist/), then the production dependencies
+# The runtime tree: each built package's manifest and dist/, the migrations (packages/<name>/migrations and
+# services/<name>/migrations, beside each one's dist/, where the runner looks for them), then the production dependencies
 # of the two entry points: all-in-one (every service) and
 # the CLI (`docker run --entrypoint node <image> services/cli/dist/main.js migrate`).
 RUN mkdir /app && cp package.json pnpm-lock.yaml pnpm-workspace.yaml /app/ \

@@ -30,6 +30,7 @@ describe('import boundaries (eslint.config.js)', () => {
     ['packages/runtime/src/probe.ts', '@shopstream/all-in-one', /never imports a service/],
     ['services/all-in-one/src/probe.ts', '@shopstream/cli', /never imports a service/],
     ['packages/bus/src/probe.ts', '@shopstream/testkit', /never imports test support/],
+    ['packages/projections/src/probe.ts', '@shopstream/testkit', /never imports test support/],
     ['packages/db/src/probe.ts', 'vitest', /never imports test support/],
     ['services/ingest-api/src/probe.ts', '@shopstream/harness', /never imports test support/],
     ['bench/src/probe.ts', '@shopstream/activity-projector/src/projectActivities.js', /public exports, not its files/],

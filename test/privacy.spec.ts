@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { rebuildProjection, type BusRecord, type ProjectionDefinition } from '@shopstream/bus';
+import { type BusRecord } from '@shopstream/bus';
+import { rebuildProjection, type ProjectionDefinition } from '@shopstream/projections';
 import { conversationsTopic, headers as H, schemas } from '@shopstream/contracts';
 import { sql } from '@shopstream/db';
 import type { Runtime, StartedService } from '@shopstream/runtime';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import { conversationsTopic, headers as H, type ConversationRecord } from '@shopstream/contracts';
-import { rebuildProjection, RebuildRefusedError, type ProjectionDefinition, type RebuildProgress } from '@shopstream/bus';
+import { rebuildProjection, RebuildRefusedError, type ProjectionDefinition, type RebuildProgress } from '@shopstream/projections';
 import type { Runtime, StartedService } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { activityProjection, startActivityProjector } from '@shopstream/activity-projector';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sql } from '@shopstream/db';
 import { headers as H } from '@shopstream/contracts';
-import type { ProjectionStatus } from '@shopstream/bus';
+import type { ProjectionStatus } from '@shopstream/projections';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';

@@ -14,7 +14,8 @@
 import { parseArgs } from 'node:util';
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { eventsTopic, type EventRecord, type ResolvedContact, type StoredEventRecord } from '@shopstream/contracts';
-import type { BusRecord, ValidRecord } from '@shopstream/bus';
+import type { BusRecord } from '@shopstream/bus';
+import type { ValidRecord } from '@shopstream/projections';
 import { KeyCache, keyringOf, makeDataKeys, openEventRecordsWith, sealEventRecord, type ContactStates, type DataKey } from '@shopstream/privacy';
 import { eventMaker, eventRecordOf } from './events.js';
 

@@ -17,7 +17,7 @@ import { byStatus, noneRow, sec, serverErrorsRow } from '../scenarioFigures.js';
 
 /** How long a request may take for its answer, while the broker stalls, before the producer should have been told 503. */
 const ANSWER_WITHIN_MS = 2_000;
-/** Rows the outbox relay takes per round (packages/bus outbox.ts): the most a blind resend of one round can double. */
+/** Rows the outbox relay takes per round (packages/projections outbox.ts): the most a blind resend of one round can double. */
 const RELAY_ROUND = 5_000;
 
 const percentile = (xs: number[], q: number) => {

@@ -29,7 +29,7 @@ const CONSUMERS = [
 ] as const;
 /** The services' share of the machine while starved, when a cpu cgroup can be made. */
 const CGROUP_PERCENT = 10;
-/** The outbox relay's round (packages/bus/src/outbox.ts): a round sent again whole is the most `metrics` may exceed the activities by. */
+/** The outbox relay's round (packages/projections/src/outbox.ts): a round sent again whole is the most `metrics` may exceed the activities by. */
 const RELAY_ROUND = 5_000;
 
 /** A busy loop at nice -5 (the services run at 0): it takes its core from them. Killed by its pid. */

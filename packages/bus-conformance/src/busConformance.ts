@@ -151,6 +151,10 @@ export function busConformance(h: BusConformanceHarness): void {
       const b = await bus();
       expect(b.kind).toBe(h.kind);
       expect(b.features).toEqual({ consumerGroupsSharePartitions: h.features.consumerGroupsSharePartitions });
+      // What callers ask of the port instead of branching on its kind (the CLI's text, span attributes, the runtime's start).
+      expect(b.description).toMatch(h.kind === 'kafka' ? /^Kafka at \S+:\d+/ : /^the Postgres log$/);
+      expect(b.messagingSystem).toBe(h.kind === 'kafka' ? 'kafka' : 'shopstream_pglog');
+      expect(b.selfManaged).toBe(h.kind === 'pglog');
       expect(await b.ping()).toBe(true);
     });
 

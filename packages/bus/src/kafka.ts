@@ -426,6 +426,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
 
   // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
   const parts = {
+    brokers: opts.brokers,
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,

@@ -576,6 +576,8 @@ export interface KafkaAdmin extends KafkaTopicAdmin {
 
 /** What kafkaBus makes a Bus of, from an adapter. */
 interface KafkaBusParts {
+  /** The bootstrap brokers, as the bus describes where it is. */
+  brokers: string[];
   admin: KafkaAdmin;
   replicationFactor: number;
   /** How long a publish may wait for the broker (createKafkaPublisher), and ping for its answer. */
@@ -585,7 +587,20 @@ interface KafkaBusParts {
 }
 
 /** What each adapter's Bus has in its own client's words. */
-type KafkaBusOwn = Omit<Bus, 'kind' | 'features' | 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs' | 'publish' | 'deleteGroup' | 'ping'>;
+type KafkaBusOwn = Omit<
+  Bus,
+  | 'kind'
+  | 'features'
+  | 'description'
+  | 'messagingSystem'
+  | 'selfManaged'
+  | 'ensureTopics'
+  | 'alignTopicConfigs'
+  | 'topicConfigs'
+  | 'publish'
+  | 'deleteGroup'
+  | 'ping'
+>;
 
 /**
  * A Kafka adapter's Bus: what both adapters are alike (a Kafka bus whose group members share partitions, the
@@ -597,6 +612,9 @@ export function kafkaBus(o: KafkaBusParts, own: KafkaBusOwn): Bus {
   return {
     kind: 'kafka',
     features: { consumerGroupsSharePartitions: true },
+    description: `Kafka at ${o.brokers.join(',')}`,
+    messagingSystem: 'kafka',
+    selfManaged: false,
     ...kafkaTopicMethods(o.admin, o.replicationFactor),
     publish: publisher.publish,
     async deleteGroup(groupId) {

@@ -300,6 +300,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
 
   // Many HTTP requests, one round trip; one send in flight; fail fast while the broker is away (createKafkaPublisher).
   const parts = {
+    brokers: opts.brokers,
     admin: busAdmin,
     replicationFactor: opts.replicationFactor,
     publishTimeoutMs,

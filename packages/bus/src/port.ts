@@ -122,6 +122,16 @@ export interface BusFeatures {
 export interface Bus {
   readonly kind: 'kafka' | 'pglog';
   readonly features: BusFeatures;
+  /** Where the log is, in an operator's words: `Kafka at <brokers>`, `the Postgres log`. */
+  readonly description: string;
+  /** `messaging.system` of its spans (OpenTelemetry's messaging conventions; the Postgres log is no listed system). */
+  readonly messagingSystem: string;
+  /**
+   * The log is Shopstream's own storage (the Postgres log), so a process gives its topics their roles' settings
+   * when it starts (an embedded install never runs `topics ensure`). False for a Kafka cluster: its topics are
+   * the operator's, changed only by `pnpm cli topics ensure`; a process only warns.
+   */
+  readonly selfManaged: boolean;
   /** Creates the topics that do not exist yet; existing ones are left as they are. */
   ensureTopics(specs: TopicSpec[]): Promise<void>;
   /**

@@ -4,14 +4,8 @@ export type TopicNames = { [K in keyof typeof topics]: string } & { dlq(topic: s
 
 /** The deployment's topic names: TOPIC_PREFIX lets tests and tenants of one cluster keep apart. */
 export function topicNames(prefix = ''): TopicNames {
-  return {
-    events: `${prefix}${topics.events}`,
-    metrics: `${prefix}${topics.metrics}`,
-    flowTriggers: `${prefix}${topics.flowTriggers}`,
-    conversations: `${prefix}${topics.conversations}`,
-    erasures: `${prefix}${topics.erasures}`,
-    dlq,
-  };
+  const names = Object.fromEntries(Object.entries(topics).map(([key, name]) => [key, `${prefix}${name}`]));
+  return { ...(names as { [K in keyof typeof topics]: string }), dlq };
 }
 
 const keyOfName = new Map(Object.entries(topics).map(([k, name]) => [name as string, k as keyof typeof topics]));

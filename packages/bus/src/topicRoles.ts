@@ -16,7 +16,7 @@ export interface OwnedTopic {
   role: TopicRole;
 }
 
-/** Every topic Shopstream owns, with its role: the four topics and a dead-letter topic for each. */
+/** Every topic Shopstream owns, with its role: the contracts' topics and a dead-letter topic for each. */
 export function ownedTopics(names: TopicNames): OwnedTopic[] {
   const main: OwnedTopic[] = Object.entries(topicDefinitions).map(([k, t]) => ({ topic: names[k as keyof typeof topicDefinitions], role: t.role }));
   return [...main, ...main.map((t) => ({ topic: names.dlq(t.topic), role: 'dead-letter' as const }))];

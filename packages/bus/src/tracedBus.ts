@@ -4,9 +4,6 @@ import type { Bus, OutgoingRecord } from './port.js';
 /** Links a span keeps at most: a relay round of 5,000 records would otherwise carry 5,000. */
 export const MAX_LINKS = 128;
 
-/** `messaging.system` of a bus (OpenTelemetry's messaging conventions; the Postgres log is no listed system). */
-export const messagingSystem = (bus: Pick<Bus, 'kind'>): string => (bus.kind === 'kafka' ? 'kafka' : 'shopstream_pglog');
-
 /**
  * The bus with OpenTelemetry producer spans, for a process that exports spans (runtime wraps its bus only then:
  * with tracing off nothing here runs). Each publish is one `send <topic>` span (kind PRODUCER) in the active
@@ -15,7 +12,7 @@ export const messagingSystem = (bus: Pick<Bus, 'kind'>): string => (bus.kind ===
  * keeps it, and the span links to it. Consuming is traced where records are handled (the projection runner).
  */
 export function tracedBus(bus: Bus): Bus {
-  const system = messagingSystem(bus);
+  const system = bus.messagingSystem;
   const traced: Bus = Object.create(bus) as Bus;
   traced.publish = async (topic: string, records: OutgoingRecord[]) => {
     const links: Link[] = [];

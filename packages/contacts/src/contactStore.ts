@@ -1,7 +1,7 @@
 import { sql, type SQLQuery } from '@shopstream/db';
 
 /**
- * What other services may ask of ingest-api's contacts table (migrations/ingest-api/). Ingest writes it
+ * What other services may ask of ingest-api's contacts table (services/ingest-api/migrations/). Ingest writes it
  * (services/ingest-api/src/resolveContacts.ts); a reader composes these conditions into its own statement, so the table's shape stays
  * ingest's to change.
  */

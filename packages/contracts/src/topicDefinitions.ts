@@ -9,7 +9,7 @@ import {
   type MetricEvent,
   type StoredEventRecord,
 } from './records.js';
-import { headers as H, topics } from './topics.js';
+import { headers as H } from './topics.js';
 
 const metricNameHeader = {
   [H.metricName]: { describe: 'The metric name, to filter without parsing the value.', of: (v: { metric_name: string }) => v.metric_name },
@@ -17,7 +17,7 @@ const metricNameHeader = {
 
 /** `events`: every accepted event, as ingest-api wrote it. */
 export const eventsTopic = defineTopic<StoredEventRecord>({
-  name: topics.events,
+  name: 'events',
   message: 'eventRecordedV2',
   // Decodes by form; the contract (JSON Schema) is storedEventRecordSchema (topicContracts).
   schema: storedEventRecordDecoder,
@@ -35,7 +35,7 @@ export const eventsTopic = defineTopic<StoredEventRecord>({
 
 /** `metrics`: one metric event per new Activity. */
 export const metricsTopic = defineTopic<MetricEvent>({
-  name: topics.metrics,
+  name: 'metrics',
   message: 'metricEvent',
   schema: metricEventSchema,
   headers: metricNameHeader,
@@ -51,7 +51,7 @@ export const metricsTopic = defineTopic<MetricEvent>({
 
 /** `flow-triggers`: one record per (flow, metric event) a flow matched. */
 export const flowTriggersTopic = defineTopic<FlowTriggerRecord>({
-  name: topics.flowTriggers,
+  name: 'flow-triggers',
   message: 'flowTriggered',
   schema: flowTriggerRecordSchema,
   headers: metricNameHeader,
@@ -67,7 +67,7 @@ export const flowTriggersTopic = defineTopic<FlowTriggerRecord>({
 
 /** `conversations`: support conversations and their messages from upstream producers. */
 export const conversationsTopic = defineTopic<StoredConversationRecord>({
-  name: topics.conversations,
+  name: 'conversations',
   message: 'conversationRecordV2',
   // Decodes by form; the contract (JSON Schema) is storedConversationRecordSchema (topicContracts).
   schema: storedConversationRecordDecoder,
@@ -85,7 +85,7 @@ export const conversationsTopic = defineTopic<StoredConversationRecord>({
 
 /** `erasures`: one record per contact an erasure job erased, for downstream consumers to erase what they hold. */
 export const erasuresTopic = defineTopic<ErasureRecord>({
-  name: topics.erasures,
+  name: 'erasures',
   message: 'contactErased',
   schema: erasureRecordSchema,
   role: 'source',
@@ -100,11 +100,17 @@ export const erasuresTopic = defineTopic<ErasureRecord>({
   },
 });
 
-/** Every topic Shopstream owns, by the same keys as `topics` and TopicNames. */
+/** Every topic Shopstream owns, declared once: `topics`, TopicNames, the topic roles and AsyncAPI derive from it. */
 export const topicDefinitions = {
   events: eventsTopic,
   metrics: metricsTopic,
   flowTriggers: flowTriggersTopic,
   conversations: conversationsTopic,
   erasures: erasuresTopic,
-} as const satisfies Record<keyof typeof topics, unknown>;
+} as const;
+
+/** The names of the topics Shopstream owns, by key, without the deployment's TOPIC_PREFIX. */
+export const topics = Object.fromEntries(Object.entries(topicDefinitions).map(([key, t]) => [key, t.name])) as {
+  readonly [K in keyof typeof topicDefinitions]: string;
+};
+export type TopicName = (typeof topics)[keyof typeof topics];

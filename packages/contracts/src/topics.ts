@@ -1,12 +1,7 @@
-/** The topics Shopstream owns. Every name gets the deployment's TOPIC_PREFIX (empty by default). */
-export const topics = {
-  events: 'events',
-  metrics: 'metrics',
-  flowTriggers: 'flow-triggers',
-  conversations: 'conversations',
-  erasures: 'erasures',
-} as const;
-export type TopicName = (typeof topics)[keyof typeof topics];
+/**
+ * The topics Shopstream owns are declared once, in `topicDefinitions` (topicDefinitions.ts), which also derives
+ * their names (`topics`). Every name gets the deployment's TOPIC_PREFIX (empty by default).
+ */
 
 export const dlq = (topic: string): string => `${topic}.dlq`;
 

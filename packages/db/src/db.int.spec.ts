@@ -13,7 +13,7 @@ const backends: [string, () => Promise<Db>][] = [
   ['PostgreSQL', async () => connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 3 })],
 ];
 
-// Steps by file name, over every owner's folder (packages/db/migrations/<package>/ and services/<name>/migrations/).
+// Steps by file name, over every owner's folder (packages/<package>/migrations/ and services/<name>/migrations/).
 const migrationFiles = async () =>
   [
     ...new Set(

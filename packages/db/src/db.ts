@@ -23,6 +23,11 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
+  /**
+   * The database is one connection inside this process (PGlite): a transaction held open holds up every other
+   * statement, and no other thread or process can connect to it.
+   */
+  readonly oneConnection: boolean;
   /** Runs fn in one transaction; commits when it resolves, rolls back when it throws. */
   tx<T>(fn: (tx: Queryable) => Promise<T>): Promise<T>;
   /** LISTEN on a channel; the returned function stops listening. */
@@ -199,6 +204,7 @@ export function connectPostgres(opts: PostgresOptions): Db {
   };
   return {
     kind: 'postgres',
+    oneConnection: false,
     query: (q) => guard(() => pool.query(q)),
     tx: (fn) => guard(() => pool.tx((t) => fn(t))),
     async listen(channel, onNotify) {

@@ -7,7 +7,7 @@ import { connectPostgres, sql, type Db } from './db.js';
 import { MigrationChangedError, migrate, packageMigrations, stepChecksum, workspaceServiceMigrations } from './migrate.js';
 
 // Checksums of applied migrations, on a real PostgreSQL server: each case has its own database and its own
-// migrations folder (owners' folders, as packages/db/migrations), so it can edit, move and add files.
+// packages folder (owners' folders, each with its migrations/, as packages/), so it can edit, move and add files.
 const dbs: Db[] = [];
 afterAll(async () => {
   await Promise.all(dbs.map((db) => db.close()));
@@ -21,9 +21,11 @@ afterEach(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
+/** An owner's migrations folder in the case's packages folder, as packages/<owner>/migrations/. */
+const folder = (owner: string) => path.join(dir, owner, 'migrations');
 const write = async (owner: string, name: string, text: string) => {
-  await mkdir(path.join(dir, owner), { recursive: true });
-  await writeFile(path.join(dir, owner, name), text);
+  await mkdir(folder(owner), { recursive: true });
+  await writeFile(path.join(folder(owner), name), text);
 };
 const freshDb = async () => {
   const db = connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 2 });
@@ -71,8 +73,8 @@ describe('migrate: checksums of applied migrations (PostgreSQL)', () => {
     const err = await migrate(db, () => {}, [], dir).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(MigrationChangedError);
     expect((err as MigrationChangedError).step).toBe('001_a.sql');
-    expect((err as Error).message).toContain(path.join(dir, 'runtime', '001_a.sql'));
-    expect((err as Error).message).toContain(path.join(dir, 'bus', '001_a.sql'));
+    expect((err as Error).message).toContain(path.join(folder('runtime'), '001_a.sql'));
+    expect((err as Error).message).toContain(path.join(folder('bus'), '001_a.sql'));
     expect(await tables(db)).toEqual(['m_a', 'm_a_members', 'm_b']);
     expect(await recorded(db)).toEqual(before);
   });
@@ -80,9 +82,9 @@ describe('migrate: checksums of applied migrations (PostgreSQL)', () => {
   it('takes a part moved unchanged to another owner, or rewritten with CRLF line endings, as the same step', async () => {
     const db = await freshDb();
     await migrate(db, () => {}, [], dir);
-    await mkdir(path.join(dir, 'http'));
-    await rename(path.join(dir, 'runtime', '001_a.sql'), path.join(dir, 'http', '001_a.sql'));
-    await writeFile(path.join(dir, 'bus', '002_b.sql'), B_BUS.replace(/\n/g, '\r\n'));
+    await mkdir(folder('http'), { recursive: true });
+    await rename(path.join(folder('runtime'), '001_a.sql'), path.join(folder('http'), '001_a.sql'));
+    await writeFile(path.join(folder('bus'), '002_b.sql'), B_BUS.replace(/\n/g, '\r\n'));
     expect(await migrate(db, () => {}, [], dir)).toEqual([]);
   });
 
@@ -98,7 +100,7 @@ describe('migrate: checksums of applied migrations (PostgreSQL)', () => {
     expect(log).toEqual(['recorded the checksum of migration 001_a.sql, applied before checksums', 'applied migration 002_b.sql']);
     expect(await recorded(db)).toEqual({ '001_a.sql': stepChecksum([A_BUS, A_RUNTIME]), '002_b.sql': stepChecksum([B_BUS]) });
 
-    await write('bus', '001_a.sql', (await readFile(path.join(dir, 'bus', '001_a.sql'), 'utf8')) + '-- edited\n');
+    await write('bus', '001_a.sql', (await readFile(path.join(folder('bus'), '001_a.sql'), 'utf8')) + '-- edited\n');
     await expect(migrate(db, () => {}, [], dir)).rejects.toThrow(
       /^migration 001_a\.sql was applied to this database and one of its files \(.*\) has changed since\./,
     );
@@ -107,9 +109,10 @@ describe('migrate: checksums of applied migrations (PostgreSQL)', () => {
 
 describe('migrate: services own their migrations folders (PostgreSQL)', () => {
   it("applies nothing again to a database migrated when every owner's folder was under packages/db/migrations", async () => {
-    // The layout before the services' folders moved beside their code: every owner under one folder.
+    // The layout before the services' folders moved beside their code: every owner a package's folder (once
+    // all under packages/db/migrations/; the packages' own are now beside their code, packages/<name>/migrations/).
     for (const source of [...(await packageMigrations()), ...(await workspaceServiceMigrations())])
-      await cp(source.dir, path.join(dir, source.owner), { recursive: true });
+      await cp(source.dir, folder(source.owner), { recursive: true });
     const db = await freshDb();
     const applied = await migrate(db, () => {}, [], dir);
     expect(applied.length).toBeGreaterThanOrEqual(14);

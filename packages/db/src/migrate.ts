@@ -5,8 +5,8 @@ import path from 'node:path';
 import { sql, type Db } from './db.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
-/** The packages' tables' migrations: one folder per owning package under packages/db/migrations/. */
-const packagesDir = path.resolve(here, '../migrations');
+/** The workspace's packages, each with the migrations of the tables it owns beside its code (packages/<name>/migrations/). */
+const packagesDir = path.resolve(here, '../..');
 /** The workspace's services, each with its migrations beside its code (services/<name>/migrations/). */
 const servicesDir = path.resolve(here, '../../../services');
 
@@ -16,17 +16,39 @@ export interface MigrationSource {
   dir: string;
 }
 
+const isDirectory = (p: string) =>
+  stat(p).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+
 /**
- * The packages' migration folders (packages/db/migrations/<package>/): the tables every service builds on
- * (bus, runtime, http, flows, privacy). They run before the services' parts of one step.
+ * Every <dir>/<name>/migrations/ folder, owned by <name>. A .sql file outside an owner's migrations/ folder (in
+ * `dir`, or beside a package's code) is refused: a migration belongs in its owner's folder.
  */
-export async function packageMigrations(dir = packagesDir): Promise<MigrationSource[]> {
+async function ownersMigrations(dir: string, strays: boolean): Promise<MigrationSource[]> {
   const sources: MigrationSource[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (entry.isDirectory()) sources.push({ owner: entry.name, dir: path.join(dir, entry.name) });
-    else if (entry.name.endsWith('.sql')) throw new Error(`migrations/${entry.name}: a migration belongs in its owner's folder`);
+  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
+    if (!entry.isDirectory()) {
+      if (strays && entry.name.endsWith('.sql')) throw new Error(`${entry.name}: a migration belongs in its owner's folder (<package>/migrations/)`);
+      continue;
+    }
+    if (strays)
+      for (const inside of await readdir(path.join(dir, entry.name))) {
+        if (inside.endsWith('.sql')) throw new Error(`${entry.name}/${inside}: a migration belongs in its owner's folder (${entry.name}/migrations/)`);
+      }
+    const migrations = path.join(dir, entry.name, 'migrations');
+    if (await isDirectory(migrations)) sources.push({ owner: entry.name, dir: migrations });
   }
   return sources;
+}
+
+/**
+ * The packages' migration folders (packages/<package>/migrations/): the tables every service builds on (bus, projections,
+ * runtime, http, flows, privacy). They run before the services' parts of one step.
+ */
+export async function packageMigrations(dir = packagesDir): Promise<MigrationSource[]> {
+  return ownersMigrations(dir, true);
 }
 
 /**
@@ -35,19 +57,7 @@ export async function packageMigrations(dir = packagesDir): Promise<MigrationSou
  * (services/all-in-one) keeps this equal to what the declarations say.
  */
 export async function workspaceServiceMigrations(dir = servicesDir): Promise<MigrationSource[]> {
-  const sources: MigrationSource[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true }).catch(() => [])) {
-    if (!entry.isDirectory()) continue;
-    const migrations = path.join(dir, entry.name, 'migrations');
-    if (
-      await stat(migrations).then(
-        (s) => s.isDirectory(),
-        () => false,
-      )
-    )
-      sources.push({ owner: entry.name, dir: migrations });
-  }
-  return sources;
+  return ownersMigrations(dir, false);
 }
 
 /**
@@ -77,6 +87,9 @@ export async function migrationSteps(services?: MigrationSource[], packagesFolde
   const steps = new Map<string, MigrationStep>();
   for (const source of sources) {
     for (const entry of await readdir(source.dir, { withFileTypes: true })) {
+      // A folder inside an owner's: the layout before packages' migrations moved beside their code
+      // (packages/db/migrations/<package>/), whose files would otherwise be skipped without a word.
+      if (entry.isDirectory()) throw new Error(`${path.join(source.dir, entry.name)}: a migrations folder holds its owner's .sql files, no folders`);
       if (!entry.name.endsWith('.sql')) continue;
       const step = steps.get(entry.name) ?? { name: entry.name, parts: [] };
       step.parts.push({ owner: source.owner, file: path.join(source.dir, entry.name) });

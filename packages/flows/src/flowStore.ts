@@ -39,7 +39,7 @@ const flowOf = (row: unknown): PositionedFlow => {
 const flowColumns = sql`id, name, status, metric_name, property_conditions, contact_conditions, created_at, updated_at, created_at::text AS pos`;
 
 /**
- * The flows write model (tables flows and flow_versions, migrations/flows/): what query-api's /flows/ routes and
+ * The flows write model (tables flows and flow_versions, packages/flows/migrations/): what query-api's /flows/ routes and
  * `pnpm cli flows` call. Flows of one shop; every statement filters on shop_id. A write leaves its version in
  * flow_versions (a trigger), which the flow matcher reads through `flowVersions`.
  */

@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
 import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
-import type { BusRecord, ProjectionDefinition } from '@shopstream/bus';
+import type { BusRecord } from '@shopstream/bus';
+import type { ProjectionDefinition } from '@shopstream/projections';
 import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
 
 export { waitFor };

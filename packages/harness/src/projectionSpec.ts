@@ -1,4 +1,5 @@
-import { applyBatch, topicNames, type BusRecord, type ProjectionDefinition, type ProjectionLogic, type Rejected, type TopicNames } from '@shopstream/bus';
+import { topicNames, type BusRecord, type TopicNames } from '@shopstream/bus';
+import { applyBatch, type ProjectionDefinition, type ProjectionLogic, type Rejected } from '@shopstream/projections';
 import { connectPostgres, migrate, queryRows, sql, type Db, type Row } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, dropTestDatabase, testInfra } from '@shopstream/testkit';

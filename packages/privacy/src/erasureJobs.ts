@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { v5 as uuidv5, v7 as uuidv7 } from 'uuid';
-import { appendToOutbox, type EmittedRecord } from '@shopstream/bus';
+import { appendToOutbox, type EmittedRecord } from '@shopstream/projections';
 import { erasuresTopic, type DeletionJob, type DeletionJobAccepted, type DeletionJobStatus, type IdentifierKind } from '@shopstream/contracts';
 import { isDataError, queryRow, queryRows, sql, type Db, type Queryable, type Row, type SQLQuery } from '@shopstream/db';
 import { contactIdKnown, eraseContacts } from './eraseContacts.js';

@@ -1,4 +1,5 @@
-import { startOutboxRelay, type Bus } from '@shopstream/bus';
+import { type Bus } from '@shopstream/bus';
+import { startOutboxRelay } from '@shopstream/projections';
 import { counter, type Logger } from '@shopstream/telemetry';
 import { runNextErasureJob, type ErasureDeps } from './erasureJobs.js';
 

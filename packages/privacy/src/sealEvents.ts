@@ -1,4 +1,4 @@
-import type { ValidRecord } from '@shopstream/bus';
+import type { ValidRecord } from '@shopstream/projections';
 import {
   sealedEventFieldsSchema,
   type EventRecord,

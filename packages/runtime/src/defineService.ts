@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import type { z } from 'zod';
-import { runLiveProjection, type EmittedRecord, type ProjectionDefinition, type ProjectionLogic } from '@shopstream/bus';
+import { runLiveProjection, type EmittedRecord, type ProjectionDefinition, type ProjectionLogic } from '@shopstream/projections';
 import type { Env } from '@shopstream/config';
 import type { TopicDefinition } from '@shopstream/contracts';
 import type { MigrationSource } from '@shopstream/db';

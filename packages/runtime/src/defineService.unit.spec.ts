@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { defineProjection, topicNames, type ProjectionDeps } from '@shopstream/bus';
+import { topicNames } from '@shopstream/bus';
+import { defineProjection, type ProjectionDeps } from '@shopstream/projections';
 import { envSchema, loadEnv } from '@shopstream/config';
 import { eventsTopic, flowTriggersTopic, metricsTopic } from '@shopstream/contracts';
 import type { Queryable } from '@shopstream/db';

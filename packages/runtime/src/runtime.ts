@@ -138,7 +138,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     });
     // The Postgres log is Shopstream's own table, so its topics follow the roles without an operator's step
     // (an embedded install never runs `topics ensure`). A Kafka cluster is the operator's: only warn there.
-    if (bus.kind === 'pglog') {
+    if (bus.selfManaged) {
       for (const c of await bus.alignTopicConfigs(specs)) logger.info(c, `topic ${c.topic}: ${c.name} ${c.from} -> ${c.to}`);
     }
     if (options.checkRetention ?? true) await checkTopicRetention(bus, specs, logger);

@@ -4,7 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { baseUrlOf, createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, shedHandler, type ShedAnswer, type OpenApiPart } from '@shopstream/http';
 import { buildAsyncApi } from './asyncapi.js';
 import { buildOpenApi, docsHandler } from './openapi.js';
-import type { ProjectionDefinition } from '@shopstream/bus';
+import type { ProjectionDefinition } from '@shopstream/projections';
 import type { Runtime } from './runtime.js';
 import { mountStatus } from './status.js';
 import { registerOpsGauges } from './opsGauges.js';

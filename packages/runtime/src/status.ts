@@ -1,6 +1,6 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { Express, RequestHandler } from 'express';
-import { projectionStatus, type ProjectionDefinition, type ProjectionStatus } from '@shopstream/bus';
+import { projectionStatus, type ProjectionDefinition, type ProjectionStatus } from '@shopstream/projections';
 import { ApiError, bearerSecret, ingestAnswers, sendError, type AnswerBucket } from '@shopstream/http';
 import { allConsumerStates } from '@shopstream/telemetry';
 import type { Runtime } from './runtime.js';

@@ -1,4 +1,4 @@
-import { defineProjection } from '@shopstream/bus';
+import { defineProjection } from '@shopstream/projections';
 import { eventsTopic, metricsTopic } from '@shopstream/contracts';
 import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
 import { metricEventOf, metricRecord, projectActivities } from './projectActivities.js';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { canCopy, connectPostgres, migrate, openPglite, queryRows, sql, type Db } from '@shopstream/db';
 import type { EventRecord } from '@shopstream/contracts';
-import type { ValidRecord } from '@shopstream/bus';
+import type { ValidRecord } from '@shopstream/projections';
 import { createTestDatabase, dropTestDatabase, testInfra } from '@shopstream/testkit';
 import { projectActivities } from './projectActivities.js';
 

@@ -1,5 +1,6 @@
 import { canCopy, copyRows, isUniqueViolation, sql, type Queryable } from '@shopstream/db';
-import type { BusRecord, EmittedRecord, ValidRecord } from '@shopstream/bus';
+import type { BusRecord } from '@shopstream/bus';
+import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
 import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
 /**

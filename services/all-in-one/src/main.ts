@@ -27,7 +27,7 @@ await runServices(services, {
   // Every service on the embedded PostgreSQL: the consumers get a worker thread, a client of the same server.
   consumersInThread: (rt, consumers, onDied) => {
     const url =
-      !service && rt.mode === 'embedded' && rt.db.kind === 'postgres' && rt.env.CONSUMER_THREAD === 'auto' ? embeddedServerUrl(rt.env.DATA_DIR) : undefined;
+      !service && rt.mode === 'embedded' && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? embeddedServerUrl(rt.env.DATA_DIR) : undefined;
     return url
       ? startConsumerThread(
           rt.env,

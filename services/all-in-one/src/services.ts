@@ -1,4 +1,4 @@
-import type { ProjectionDefinition } from '@shopstream/bus';
+import type { ProjectionDefinition } from '@shopstream/projections';
 import type { Env } from '@shopstream/config';
 import type { MigrationSource } from '@shopstream/db';
 import { fileURLToPath } from 'node:url';

@@ -1,4 +1,4 @@
-import { defineProjection } from '@shopstream/bus';
+import { defineProjection } from '@shopstream/projections';
 import { conversationsTopic } from '@shopstream/contracts';
 import { KeyCache, openConversationRecords, openKeyring } from '@shopstream/privacy';
 import { applyConversationRecords } from './applyConversationRecords.js';

@@ -1,4 +1,4 @@
-import { defineProjection, type ProjectionDefinition } from '@shopstream/bus';
+import { defineProjection, type ProjectionDefinition } from '@shopstream/projections';
 import { flowTriggersTopic, metricsTopic, type MetricEvent } from '@shopstream/contracts';
 import { KeyCache, openKeyring, withoutErasedContacts } from '@shopstream/privacy';
 import { FlowIndex } from './flowIndex.js';

@@ -1,6 +1,7 @@
 import { v5 as uuidv5 } from 'uuid';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import type { BusRecord, EmittedRecord, ValidRecord } from '@shopstream/bus';
+import type { BusRecord } from '@shopstream/bus';
+import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
 import { flowTriggersTopic, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import { matchFlow } from './matchFlow.js';

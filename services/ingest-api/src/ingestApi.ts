@@ -25,7 +25,7 @@ export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promis
       : undefined;
   const publisher = bodies && rt.kafka && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt, rt.kafka) : undefined;
   // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
-  const largeBus = publisher && (tracingEnabled() ? tracedBus({ kind: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
+  const largeBus = publisher && (tracingEnabled() ? tracedBus({ messagingSystem: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
   const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus);
   return {
     name: 'ingest-api',

@@ -141,6 +141,9 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
   return {
     kind: 'pglog',
     features: { consumerGroupsSharePartitions: false },
+    description: 'the Postgres log',
+    messagingSystem: 'shopstream_pglog',
+    selfManaged: true,
 
     async ensureTopics(specs: TopicSpec[]) {
       if (specs.length === 0) return;

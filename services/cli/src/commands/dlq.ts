@@ -1,4 +1,5 @@
-import { listDeadLetters, ownedTopics, redriveDeadLetters, type DeadLetter, type RedriveReport } from '@shopstream/bus';
+import { ownedTopics } from '@shopstream/bus';
+import { listDeadLetters, redriveDeadLetters, type DeadLetter, type RedriveReport } from '@shopstream/projections';
 import type { Runtime } from '@shopstream/runtime';
 import { parse, table, UsageError, type Command } from '../args.js';
 import { EmbeddedServerRunningError, withRuntime } from '../context.js';

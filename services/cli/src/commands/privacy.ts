@@ -1,5 +1,5 @@
 import { deletionJobRequestSchema, fieldErrors, identifierOf, isUuid } from '@shopstream/contracts';
-import { relayOutbox } from '@shopstream/bus';
+import { relayOutbox } from '@shopstream/projections';
 import { normalizePhone } from '@shopstream/contacts';
 import { erasureJobs, newMasterKeyText, openKeyring, rotateMasterKey, runErasureJob } from '@shopstream/privacy';
 import { parse, table, UsageError, type Command } from '../args.js';

@@ -7,7 +7,7 @@ import {
   type ProjectionDefinition,
   type ProjectionStatus,
   type RebuildProgress,
-} from '@shopstream/bus';
+} from '@shopstream/projections';
 import { projectionDefinitions } from '@shopstream/all-in-one';
 import type { Env } from '@shopstream/config';
 import { parse, table, UsageError, type Command } from '../args.js';

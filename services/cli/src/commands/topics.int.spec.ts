@@ -74,6 +74,7 @@ describe('retention by role on Kafka', () => {
       { topic: names.metrics, name: 'retention.ms', from: expect.any(String), inherited: true, to: DERIVED_MS },
       { topic: names.metrics, name: 'retention.bytes', from: '-1', inherited: true, to: '-1' },
     ]);
+    expect(first.lines[0]).toBe(`Topics on Kafka at ${rt.env.KAFKA_BROKERS?.join(',')}:`);
     expect(first.lines).toContain('Changed 4 settings:');
     expect(first.lines).toContain(`  ${names.events} retention.ms: 86400000 -> -1`);
     expect(first.lines).toContain(`  ${names.metrics} retention.ms: ${first.changes[2].from} (broker default) -> ${DERIVED_MS}`);

@@ -1,13 +1,21 @@
 import { ownedTopicSpecs, type ConfigChange } from '@shopstream/bus';
 import type { Runtime } from '@shopstream/runtime';
+import { topicDefinitions } from '@shopstream/contracts';
 import { parse, type Command } from '../args.js';
 import { withRuntime } from '../context.js';
 
+/** The contracts' topics (of one role, if given), named as the usage text names them. */
+const topicList = (role?: 'source' | 'derived'): string =>
+  Object.values(topicDefinitions)
+    .filter((t) => role === undefined || t.role === role)
+    .map((t) => t.name)
+    .join(', ');
+
 const ensureUsage = `  pnpm cli topics ensure
-      Creates the topics Shopstream owns (events, metrics, flow-triggers, conversations, erasures and a .dlq for each),
+      Creates the topics Shopstream owns (${topicList()} and a .dlq for each),
       with KAFKA_PARTITIONS partitions and KAFKA_REPLICATION replicas, under TOPIC_PREFIX, and gives every topic,
-      new or existing, the retention of its role: source topics (events, conversations, erasures) and dead-letter topics
-      keep every record (retention.ms=-1, retention.bytes=-1); derived topics (metrics, flow-triggers) keep
+      new or existing, the retention of its role: source topics (${topicList('source')}) and dead-letter topics
+      keep every record (retention.ms=-1, retention.bytes=-1); derived topics (${topicList('derived')}) keep
       DERIVED_TOPIC_RETENTION_MS. Prints each setting it changed (topic, setting, old -> new), or that none changed.
       Other settings of an existing topic, and its partitions, are left as they are.`;
 
@@ -15,10 +23,9 @@ const ensureUsage = `  pnpm cli topics ensure
 export async function ensureTopics(rt: Runtime): Promise<{ changes: ConfigChange[]; lines: string[] }> {
   const specs = ownedTopicSpecs(rt.topics, { partitions: rt.env.KAFKA_PARTITIONS, derivedRetentionMs: rt.env.DERIVED_TOPIC_RETENTION_MS });
   const changes = await rt.bus.alignTopicConfigs(specs);
-  const where = rt.bus.kind === 'kafka' ? `Kafka at ${rt.env.KAFKA_BROKERS?.join(',')}` : 'the Postgres log';
   const width = Math.max(...specs.map((s) => s.topic.length));
   const lines = [
-    `Topics on ${where}:`,
+    `Topics on ${rt.bus.description}:`,
     ...specs.map(
       (s) => `  ${s.topic.padEnd(width)}  ${s.role === 'derived' ? `derived: keeps ${s.config['retention.ms']} ms` : `${s.role}: keeps every record`}`,
     ),

@@ -2,11 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
 import { createLogger, registry } from '@shopstream/telemetry';
 import { createTestDatabase, startLocalKafka, testInfra, uniquePrefix, waitFor, type KafkaHandle } from '@shopstream/testkit';
-import { createKafkaBus } from './kafka.js';
-import { PublishRefusedError } from './kafkaCommon.js';
-import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
+import { createKafkaBus, PublishRefusedError, createPlatformaticKafkaBus, BusUnavailableError } from '@shopstream/bus';
 import { appendToOutbox, startOutboxRelay } from './outbox.js';
-import { BusUnavailableError } from './port.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const logger = createLogger('kafka-stall', process.env.TEST_LOG_LEVEL ?? 'silent');

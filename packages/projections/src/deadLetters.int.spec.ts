@@ -3,10 +3,7 @@ import { migrate, openPglite, sql, type Db } from '@shopstream/db';
 import { headers as H } from '@shopstream/contracts';
 import { createLogger } from '@shopstream/telemetry';
 import { uniquePrefix } from '@shopstream/testkit';
-import type { Bus } from './port.js';
-import { createPgLogBus } from './pglog/pgLogBus.js';
-import { UnknownTopicError } from './pglog/appendRecords.js';
-import { partitionFor } from './pglog/partitionFor.js';
+import { type Bus, createPgLogBus, UnknownTopicError, partitionFor } from '@shopstream/bus';
 import { sendToDeadLetters } from './projection.js';
 import { listDeadLetters, redriveDeadLetters } from './deadLetters.js';
 

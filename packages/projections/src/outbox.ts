@@ -1,7 +1,6 @@
 import { canCopy, copyRows, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import { counter, gauge, type Logger } from '@shopstream/telemetry';
-import { PublishRefusedError } from './kafkaCommon.js';
-import { BusUnavailableError, RecordsTooLargeError, type Bus, type BusRecord, type OutgoingRecord } from './port.js';
+import { PublishRefusedError, BusUnavailableError, RecordsTooLargeError, type Bus, type BusRecord, type OutgoingRecord } from '@shopstream/bus';
 
 const OUTBOX_COLUMNS = ['topic', 'key', 'value', 'headers'];
 
@@ -192,7 +191,7 @@ async function relayRounds(o: RelayOptions, pace: RelayPace): Promise<number> {
   }
 
   async function oneRound(limit: number): Promise<{ taken: number; sent: number }> {
-    if (o.db.kind === 'pglite') {
+    if (o.db.oneConnection) {
       // PGlite is one connection and the Postgres-log bus writes through it: holding a transaction across
       // the publish would deadlock. One process owns a PGlite database, and the relay is single-flight,
       // so no other relay can take these rows meanwhile.

@@ -2,8 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, startLocalKafka, testInfra, uniquePrefix, waitFor, type KafkaHandle } from '@shopstream/testkit';
-import { createKafkaBus } from './kafka.js';
-import { createPlatformaticKafkaBus } from './kafkaPlatformatic.js';
+import { createKafkaBus, createPlatformaticKafkaBus } from '@shopstream/bus';
 import { appendToOutbox, relayOutbox, startOutboxRelay } from './outbox.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -2,12 +2,18 @@ import type { z } from 'zod';
 import { isDataError, queryRow, sql, type Db, type Queryable } from '@shopstream/db';
 import { dlq, headers as H, unstorableText, type TopicDefinition } from '@shopstream/contracts';
 import { counter, gauge, histogram, tracingEnabled, TRACEPARENT, type Logger } from '@shopstream/telemetry';
-import type { Batch, BatchContext, Bus, BusRecord } from './port.js';
+import {
+  type Batch,
+  type BatchContext,
+  type Bus,
+  type BusRecord,
+  topicOf,
+  type TopicNames,
+  superviseConsumer,
+  traceBatch,
+  type BatchTrace,
+} from '@shopstream/bus';
 import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
-import { topicOf, type TopicNames } from './topicNames.js';
-import { superviseConsumer } from './supervisor.js';
-import { traceBatch, type BatchTrace } from './tracedBatch.js';
-import { messagingSystem } from './tracedBus.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -323,7 +329,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
 
   const mode: ApplyMode = {
     checkpointGroup: groupId,
-    messagingSystem: messagingSystem(o.bus),
+    messagingSystem: o.bus.messagingSystem,
     emit: true,
     async reject(rejected) {
       if (rejected.length === 0) return;

@@ -1,11 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { isDatabaseUnavailable, isDeadlock, isLockNotAvailable, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import { UnknownTopicError } from './pglog/appendRecords.js';
+import { UnknownTopicError, type Bus, type Subscription, type TopicNames } from '@shopstream/bus';
 import { relayOutbox, type EmittedRecord } from './outbox.js';
-import type { Bus, Subscription } from './port.js';
 import { applyBatch, liveGroupId, pause, type ApplyMode, type MasterKeySettings, type ProjectionDefinition } from './projection.js';
-import type { TopicNames } from './topicNames.js';
 
 /** A rebuild that must not start: the message says why; nothing was changed. */
 export class RebuildRefusedError extends Error {

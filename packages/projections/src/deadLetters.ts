@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { queryRows, sql, type Db } from '@shopstream/db';
 import { headers as H } from '@shopstream/contracts';
 import type { Logger } from '@shopstream/telemetry';
-import type { Bus, BusRecord, OutgoingRecord } from './port.js';
+import type { Bus, BusRecord, OutgoingRecord } from '@shopstream/bus';
 
 /** The headers sendToDeadLetters adds: stripped from a record sent back, which gets its original headers. */
 const dlqHeaders: readonly string[] = [H.dlqReason, H.dlqSourceTopic, H.dlqSourcePartition, H.dlqSourceOffset];
