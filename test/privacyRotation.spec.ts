@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { rebuildProjection } from '@shopstream/bus';
+import { rebuildProjection } from '@shopstream/projections';
 import { sql } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { serviceFactories } from '@shopstream/all-in-one';
