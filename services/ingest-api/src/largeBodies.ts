@@ -83,7 +83,8 @@ export function largeBodyGate(limits: LargeBodyLimits): RequestHandler {
   return (req, res, next) => {
     if (!isLarge(req, limits.thresholdBytes)) return next();
     const length = req.headers['content-length'];
-    const charged = length === undefined ? 0 : Number(length);
+    // Node's parser refuses a malformed Content-Length before this; a length that is not a number is charged once read.
+    const charged = length === undefined || !Number.isFinite(Number(length)) ? 0 : Number(length);
     const take = (outcome: 'admitted' | 'waited') => {
       running++;
       if (rate > 0) tokens -= charged;
