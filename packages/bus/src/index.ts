@@ -28,6 +28,8 @@ export { superviseConsumer } from './supervisor.js';
 export { PublishRefusedError } from './kafkaCommon.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';
 export { recordBytes, splitForSend, type Send } from './sendSize.js';
+// Lag and offset arithmetic, for the adapters and for whoever reports where a group or a projection stands.
+export { etaSeconds, partitionLag, recordsBefore, recordsBehind, recordsHeld, totalLag, type Offset } from './offsetMath.js';
 // For the adapters' conformance suite (@shopstream/bus-conformance) and any adapter written outside this package.
 export { type KafkaBusBaseOptions } from './kafkaCommon.js';
 export { partitionFor } from './pglog/partitionFor.js';

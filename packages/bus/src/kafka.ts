@@ -19,6 +19,7 @@ import kafkajs, {
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ReadOptions } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
+import { partitionLag } from './offsetMath.js';
 import {
   heartbeatIntervalMs,
   kafkaBus,
@@ -515,8 +516,7 @@ export async function createKafkaBus(opts: KafkaBusOptions): Promise<Bus> {
         for (const p of t.partitions) {
           const end = ends.find((e) => e.partition === p.partition);
           if (!end) continue;
-          const pos = Number(p.offset) < 0 ? Number(end.low) : Number(p.offset);
-          out.push({ topic: t.topic, partition: p.partition, lag: Math.max(0, Number(end.high) - pos) });
+          out.push({ topic: t.topic, partition: p.partition, lag: partitionLag(end, p.offset) });
         }
       }
       return out;

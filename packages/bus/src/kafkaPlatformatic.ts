@@ -15,6 +15,7 @@ import {
 } from '@platformatic/kafka';
 import { BusUnavailableError, ConsumerFailedError, type Bus, type BusRecord, type ConsumeOptions, type ReadOptions, type Subscription } from './port.js';
 import { partitionFor } from './pglog/partitionFor.js';
+import { partitionLag } from './offsetMath.js';
 import {
   heartbeatIntervalMs,
   kafkaBus,
@@ -327,11 +328,7 @@ export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptio
           groups: [{ groupId, topics: [{ name: topic, partitionIndexes: ends.map((e) => e.partition) }] }],
         });
         const committed = new Map((group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p.committedOffset]));
-        for (const e of ends) {
-          const c = committed.get(e.partition) ?? -1n;
-          const pos = c < 0n ? e.low : c;
-          out.push({ topic, partition: e.partition, lag: Math.max(0, Number(e.high - pos)) });
-        }
+        for (const e of ends) out.push({ topic, partition: e.partition, lag: partitionLag(e, committed.get(e.partition) ?? null) });
       }
       return out;
     },
