@@ -10,7 +10,7 @@ import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
   return (await import('./kafkaPlatformatic.js')).createPlatformaticKafkaBus(opts);
 }
-export { securityFailure, type KafkaSecurity } from './kafkaCommon.js';
+export { securityFailure, type KafkaSecurity } from './kafka/security.js';
 export {
   createPgLogBus,
   type PgLogBusOptions,
@@ -25,9 +25,11 @@ export { tracedBus } from './tracedBus.js';
 // For the projection engine (@shopstream/projections): a consumed batch's span, a supervised consumer, a refused publish.
 export { traceBatch, type BatchTrace } from './tracedBatch.js';
 export { superviseConsumer } from './supervisor.js';
-export { PublishRefusedError } from './kafkaCommon.js';
+export { PublishRefusedError } from './kafka/brokerGate.js';
 export { ownedTopics, ownedTopicSpecs, roleConfig, finiteRetention, KEEP_FOREVER, type OwnedTopic, type OwnedTopicSpec, type TopicRole } from './topicRoles.js';
 export { recordBytes, splitForSend, type Send } from './sendSize.js';
+// Lag and offset arithmetic, for the adapters and for whoever reports where a group or a projection stands.
+export { etaSeconds, partitionLag, recordsBefore, recordsBehind, recordsHeld, totalLag, type Offset } from './offsetMath.js';
 // For the adapters' conformance suite (@shopstream/bus-conformance) and any adapter written outside this package.
 export { type KafkaBusBaseOptions } from './kafkaCommon.js';
 export { partitionFor } from './pglog/partitionFor.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { securityFailure } from './kafkaCommon.js';
+import { securityFailure } from './kafka/security.js';
 
 /** What the two clients throw, in the shapes seen against test/kafkaSecurity.spec.ts's broker. */
 const named = (name: string, message: string, extra: Record<string, unknown> = {}) => Object.assign(new Error(message), { name, ...extra });

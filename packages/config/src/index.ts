@@ -74,7 +74,7 @@ export const envSchema = z.object({
   // Ingest
   INGEST_LINGER_MS: z.coerce.number().int().min(0).default(2),
   INGEST_PUBLISH_TIMEOUT_MS: int(5_000),
-  // A Kafka send in flight longer than this: the broker is stalled, new writes are 503 at once (kafkaCommon.ts).
+  // A Kafka send in flight longer than this: the broker is stalled, new writes are 503 at once (@shopstream/bus: kafka/publisher.ts).
   INGEST_PUBLISH_STALL_MS: int(1_000),
   // Events per API key and shop on the event endpoints (a bulk request counts its events), across every
   // replica: a burst per second and a steady rate per minute. 0 turns that limit off.

@@ -1,7 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { isDatabaseUnavailable, isDeadlock, isLockNotAvailable, queryRows, sql, type Db, type Queryable, type Row } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import { UnknownTopicError, type Bus, type Subscription, type TopicNames } from '@shopstream/bus';
+import {
+  etaSeconds,
+  partitionLag,
+  recordsBehind,
+  recordsHeld,
+  totalLag,
+  UnknownTopicError,
+  type Bus,
+  type Subscription,
+  type TopicNames,
+} from '@shopstream/bus';
 import { relayOutbox, type EmittedRecord } from './outbox.js';
 import { applyBatch, liveGroupId, pause, type ApplyMode, type MasterKeySettings, type ProjectionDefinition } from './projection.js';
 
@@ -103,12 +113,7 @@ async function behindLive(q: Queryable, liveGroup: string, rebuildGroup: string,
   // One after the other: q may be a transaction, which runs one statement at a time.
   const live = await checkpoints(q, liveGroup, topic);
   const rebuilt = await checkpoints(q, rebuildGroup, topic);
-  let behind = 0n;
-  for (const [p, next] of live) {
-    const have = rebuilt.get(p) ?? 0n;
-    if (next > have) behind += next - have;
-  }
-  return Number(behind);
+  return recordsBehind(live, rebuilt);
 }
 
 /**
@@ -325,7 +330,7 @@ export async function rebuildProjection<T>(def: ProjectionDefinition<T>, o: Rebu
     const report = (phase: RebuildProgress['phase'], behind: number) => {
       const seconds = (Date.now() - started) / 1000;
       const perSecond = seconds > 0 ? applied / seconds : 0;
-      o.onProgress?.({ applied, perSecond, behind, etaSeconds: perSecond > 0 ? behind / perSecond : behind === 0 ? 0 : null, phase });
+      o.onProgress?.({ applied, perSecond, behind, etaSeconds: etaSeconds(behind, perSecond), phase });
     };
     let dbSeen = Date.now();
     let analyzed = false;
@@ -546,20 +551,18 @@ export async function projectionStatus(
       const partitions = log.map((p) => {
         const row = at.get(p.partition);
         const applied = row ? row.nextOffset : null;
-        const position = applied ?? BigInt(p.low);
-        const end = BigInt(p.high);
         return {
           partition: p.partition,
           applied: applied === null ? null : applied.toString(),
           logStart: p.low,
           logEnd: p.high,
-          lag: Number(end > position ? end - position : 0n),
+          lag: partitionLag(p, applied),
           lastAppliedAt: row ? row.updatedAt.toISOString() : null,
         };
       });
       let deadLetters = 0;
       try {
-        for (const p of await o.bus.offsets(o.topics.dlq(topic))) deadLetters += Number(BigInt(p.high) - BigInt(p.low));
+        deadLetters = recordsHeld(await o.bus.offsets(o.topics.dlq(topic)));
       } catch (e) {
         if (!(e instanceof UnknownTopicError) && !/does not host this topic-partition|UNKNOWN_TOPIC/i.test(String((e as Error).message))) throw e;
       }
@@ -595,7 +598,7 @@ export async function projectionStatus(
         emits: def.emits(o.topics).map((e) => e.topic),
         tables: def.tables,
         partitions,
-        lag: partitions.reduce((n, p) => n + p.lag, 0),
+        lag: totalLag(partitions),
         lastAppliedAt: lastApplied.length > 0 ? lastApplied[lastApplied.length - 1] : null,
         deadLetters,
         deadLettersRedriven: redriven,

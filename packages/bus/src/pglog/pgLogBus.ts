@@ -4,6 +4,7 @@ import { queryRows, sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
 import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
+import { recordsBefore } from '../offsetMath.js';
 import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
 import { busRecordOf, startPgLogConsumer, type PgLogConsumerTuning } from './pgLogConsumer.js';
 import { trimExpiredRecords } from './trimRecords.js';
@@ -237,15 +238,16 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
 
     async lag(groupId, topics) {
       if (topics.length === 0) return [];
+      // The group's position, or the log start when it has none or is below it (trimmed records are no lag).
       const rows = await db.query(sql`
-        SELECT p.topic, p.partition,
-               p.next_offset - GREATEST(COALESCE(o.next_offset, 0),
-                 COALESCE((SELECT min(r."offset") FROM bus_records r WHERE r.topic = p.topic AND r.partition = p.partition), p.next_offset)) AS lag
+        SELECT p.topic, p.partition, p.next_offset AS high,
+               GREATEST(o.next_offset,
+                 COALESCE((SELECT min(r."offset") FROM bus_records r WHERE r.topic = p.topic AND r.partition = p.partition), p.next_offset)) AS position
         FROM bus_partitions p
         LEFT JOIN bus_group_offsets o ON o.group_id = ${groupId} AND o.topic = p.topic AND o.partition = p.partition
         WHERE p.topic IN (${topicList(topics)})
         ORDER BY p.topic, p.partition`);
-      return rows.map((r) => ({ topic: r.topic as string, partition: Number(r.partition), lag: Math.max(0, Number(r.lag)) }));
+      return rows.map((r) => ({ topic: r.topic as string, partition: Number(r.partition), lag: recordsBefore(String(r.position), String(r.high)) }));
     },
 
     async offsets(topic) {

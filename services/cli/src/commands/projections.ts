@@ -9,6 +9,7 @@ import {
   type RebuildProgress,
 } from '@shopstream/projections';
 import { projectionDefinitions } from '@shopstream/all-in-one';
+import { recordsHeld } from '@shopstream/bus';
 import type { Env } from '@shopstream/config';
 import { parse, table, UsageError, type Command } from '../args.js';
 import { cliIo } from '../io.js';
@@ -127,7 +128,7 @@ export const command: Command = {
           if (!def) throw new UsageError(`Unknown projection "${positionals[0]}": one of ${defs.map((d) => d.name).join(', ')}.`);
           const topic = def.source(rt.topics);
           if (!values.yes) {
-            const records = (await rt.bus.offsets(topic)).reduce((n, p) => n + Number(BigInt(p.high) - BigInt(p.low)), 0);
+            const records = recordsHeld(await rt.bus.offsets(topic));
             const ok = await confirm(
               `Rebuild ${def.name} from the ${num(records)} records of ${topic} into new ${def.tables.join(', ')} tables, then switch to them?`,
             );
