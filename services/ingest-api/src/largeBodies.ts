@@ -12,9 +12,9 @@ export interface LargeBodyLimits {
   waitMs: number;
   /**
    * Bytes of large bodies taken per second (a token bucket holding one second's worth; 0: no limit). A body is
-   * taken while the bucket is above zero and charged its Content-Length, so one larger than the bucket leaves it in
-   * debt and the next waits until it is paid off; a body of unknown length, or one that decompresses to more than
-   * it was charged, is charged the rest once read.
+   * taken while the bucket is above zero and charged, once handled, the bytes read (decompressed), so one larger
+   * than the bucket leaves it in debt and the next waits until it is paid off; one refused before it was read
+   * costs nothing.
    */
   bytesPerSecond?: number;
   /** The clock the byte budget refills by (ms); the tests drive their own. */
@@ -29,6 +29,16 @@ const largeBodies = counter(
 
 /** Seconds a shed large body is told to wait: about the time one large body takes to handle. */
 const RETRY_AFTER_SECONDS = 2;
+
+/**
+ * The bytes of a large body that were read: the body itself when it was read as bytes (the body workers' path:
+ * after decompression), else its Content-Length once the whole request arrived (parsed on the event loop), else 0.
+ */
+function bytesRead(req: IncomingMessage & { body?: unknown }): number {
+  if (Buffer.isBuffer(req.body)) return req.body.length;
+  const length = Number(req.headers['content-length']);
+  return req.complete && Number.isFinite(length) ? length : 0;
+}
 
 /** A body over `thresholdBytes`, or of unknown length (chunked). */
 export function isLarge(req: IncomingMessage, thresholdBytes: number): boolean {
@@ -82,21 +92,17 @@ export function largeBodyGate(limits: LargeBodyLimits): RequestHandler {
   };
   return (req, res, next) => {
     if (!isLarge(req, limits.thresholdBytes)) return next();
-    const length = req.headers['content-length'];
-    // Node's parser refuses a malformed Content-Length before this; a length that is not a number is charged once read.
-    const charged = length === undefined || !Number.isFinite(Number(length)) ? 0 : Number(length);
     const take = (outcome: 'admitted' | 'waited') => {
       running++;
-      if (rate > 0) tokens -= charged;
       largeBodies.inc({ outcome });
-      // Released once, when the response is done or the client has gone (`close` follows `finish` and aborts alike).
+      // Released once, when the response is done or the client has gone (`close` follows `finish` and aborts alike),
+      // and charged then what was read: a body refused before it was read (413 past the size limit, 415) costs the
+      // budget nothing, a compressed one what it inflated to.
       res.once('close', () => {
         running--;
-        // What was read beyond what was charged (unknown length, or decompressed): charged now.
-        const read = Buffer.isBuffer(req.body) ? req.body.length : 0;
-        if (rate > 0 && read > charged) {
+        if (rate > 0) {
           refill();
-          tokens -= read - charged;
+          tokens -= bytesRead(req);
         }
         admitWaiting();
       });

@@ -8,6 +8,7 @@ function exchange(bytes: number | undefined) {
   const req = Object.assign(new EventEmitter(), {
     headers: bytes === undefined ? {} : { 'content-length': String(bytes) },
     body: undefined as unknown,
+    complete: false,
   });
   const res = new EventEmitter();
   const outcome: { taken: boolean; error?: unknown } = { taken: false };
@@ -19,9 +20,12 @@ function exchange(bytes: number | undefined) {
     req,
     outcome,
     enter: (gate: ReturnType<typeof largeBodyGate>) => gate(req as unknown as Request, res as unknown as Response, next),
-    /** The body was read (as bytes, `read` of them) and answered. */
-    done: (read?: number) => {
-      if (read !== undefined) req.body = Buffer.alloc(read);
+    /** Answered: after its body was read as bytes (`read` of them), or parsed (`'parsed'`: the whole request arrived), or refused unread. */
+    done: (read?: number | 'parsed') => {
+      if (read === 'parsed') {
+        req.complete = true;
+        req.body = { events: [] };
+      } else if (read !== undefined) req.body = Buffer.alloc(read);
       res.emit('close');
     },
   };
@@ -56,7 +60,7 @@ describe('largeBodyGate', () => {
     const first = exchange(6 * MB);
     first.enter(g);
     expect(first.outcome.taken).toBe(true);
-    first.done();
+    first.done(6 * MB);
     // 6 MB taken from a bucket of 4: 2 MB of debt, half a second at 4 MB/s.
     const second = exchange(6 * MB);
     second.enter(g);
@@ -68,10 +72,10 @@ describe('largeBodyGate', () => {
   });
 
   it('answers 503 to a body whose turn does not come within waitMs, and keeps the order of those waiting', () => {
-    const g = gate(2 * MB);
+    const g = gate(2 * MB, 1);
     const a = exchange(5 * MB);
     a.enter(g);
-    a.done();
+    a.done(5 * MB);
     // 3 MB of debt: 1.5 s before the next; then 3 MB more: the third waits past 2 s.
     const b = exchange(5 * MB);
     const c = exchange(5 * MB);
@@ -79,6 +83,7 @@ describe('largeBodyGate', () => {
     c.enter(g);
     vi.advanceTimersByTime(1_501);
     expect(b.outcome.taken).toBe(true);
+    b.done(5 * MB);
     expect(c.outcome.taken).toBe(false);
     vi.advanceTimersByTime(500);
     expect(c.outcome.taken).toBe(false);
@@ -96,6 +101,24 @@ describe('largeBodyGate', () => {
     next.enter(g);
     expect(next.outcome.taken).toBe(false);
     vi.advanceTimersByTime(1_001);
+    expect(next.outcome.taken).toBe(true);
+  });
+
+  it('charges a body refused before it was read nothing, and one parsed on the event loop its Content-Length', () => {
+    const g = gate(4 * MB);
+    // Past the size limit (413), refused unread: the next is taken at once.
+    const refused = exchange(11 * MB);
+    refused.enter(g);
+    refused.done();
+    const parsed = exchange(6 * MB);
+    parsed.enter(g);
+    expect(parsed.outcome.taken).toBe(true);
+    parsed.done('parsed');
+    // 6 MB parsed from a bucket of 4: half a second's debt.
+    const next = exchange(2 * MB);
+    next.enter(g);
+    expect(next.outcome.taken).toBe(false);
+    vi.advanceTimersByTime(501);
     expect(next.outcome.taken).toBe(true);
   });
 
