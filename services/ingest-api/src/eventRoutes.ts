@@ -20,7 +20,7 @@ import type { ContactKeys } from '@shopstream/privacy';
 import type { IngestContext as Runtime } from './index.js';
 import type { ContactResolver } from './contactResolver.js';
 import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
-import { isLarge, largeBodyGate } from './largeBodies.js';
+import { BYTES_READ, isLarge, largeBodyGate } from './largeBodies.js';
 import type { PreparedBody } from './prepareBody.js';
 import { recordEvents, recordPrepared, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
@@ -177,6 +177,8 @@ export function eventRoutes(
   const prepare = async (req: Timed, endpoint: 'single' | 'bulk'): Promise<Extract<PreparedBody, { kind: 'items' }>> => {
     let p: PreparedBody;
     try {
+      // Counted before the bytes move to the worker (req.body is empty after): the large-body budget's charge.
+      (req as Timed & { [BYTES_READ]?: number })[BYTES_READ] = (req.body as Buffer).length;
       p = await bodies!.run({
         bytes: ownBytes(req.body as Buffer),
         endpoint,

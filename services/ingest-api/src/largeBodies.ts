@@ -31,11 +31,18 @@ const largeBodies = counter(
 const RETRY_AFTER_SECONDS = 2;
 
 /**
- * The bytes of a large body that were read: the body itself when it was read as bytes (the body workers' path:
- * after decompression), else its Content-Length once the whole request arrived (parsed on the event loop), else 0.
+ * Set on a request by whoever reads a large body as bytes and hands them on (the body pool moves them to a worker,
+ * which leaves `req.body` empty): how many bytes were read.
  */
-function bytesRead(req: IncomingMessage & { body?: unknown }): number {
-  if (Buffer.isBuffer(req.body)) return req.body.length;
+export const BYTES_READ = Symbol('large body bytes read');
+
+/**
+ * The bytes of a large body that were read: as its reader recorded them (BYTES_READ), or the body itself when it
+ * is still there as bytes, else its Content-Length once the whole request arrived (parsed on the event loop), else 0.
+ */
+function bytesRead(req: IncomingMessage & { body?: unknown; [BYTES_READ]?: number }): number {
+  if (req[BYTES_READ] !== undefined) return req[BYTES_READ];
+  if (Buffer.isBuffer(req.body) && req.body.length > 0) return req.body.length;
   const length = Number(req.headers['content-length']);
   return req.complete && Number.isFinite(length) ? length : 0;
 }

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { largeBodyGate } from './largeBodies.js';
+import { BYTES_READ, largeBodyGate } from './largeBodies.js';
 
 /** A request of `bytes` (Content-Length; undefined: chunked) and its response, as the gate sees them. */
 function exchange(bytes: number | undefined) {
@@ -115,6 +115,20 @@ describe('largeBodyGate', () => {
     expect(parsed.outcome.taken).toBe(true);
     parsed.done('parsed');
     // 6 MB parsed from a bucket of 4: half a second's debt.
+    const next = exchange(2 * MB);
+    next.enter(g);
+    expect(next.outcome.taken).toBe(false);
+    vi.advanceTimersByTime(501);
+    expect(next.outcome.taken).toBe(true);
+  });
+
+  it('charges what the reader recorded when it moved the bytes on (the body pool leaves req.body empty)', () => {
+    const g = gate(4 * MB);
+    // Chunked: no Content-Length to fall back on.
+    const moved = exchange(undefined);
+    moved.enter(g);
+    Object.assign(moved.req, { [BYTES_READ]: 6 * MB, body: Buffer.alloc(0), complete: true });
+    moved.done();
     const next = exchange(2 * MB);
     next.enter(g);
     expect(next.outcome.taken).toBe(false);
