@@ -1,6 +1,6 @@
 import { parentPort } from 'node:worker_threads';
 import { ConfigError, loadEnv, type Env } from '@shopstream/config';
-import { workspaceServiceMigrations, type MigrationSource } from '@shopstream/db';
+import { DataDirLockedError, workspaceServiceMigrations, type MigrationSource } from '@shopstream/db';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, startTracing, stopTracing, trackConsumer, type Logger } from '@shopstream/telemetry';
 import { openRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
 import { exitOnSignals, serve, type StartedService } from './service.js';
@@ -287,8 +287,9 @@ async function openWithRetries(env: Env, name: string, gotLogger: (l: Logger) =>
         return await Promise.race([opening, timeout]);
       } catch (e) {
         // A setting that cannot work (KAFKA_SASL_MECHANISM without a password, a KAFKA_SSL_CA_FILE that is not there)
-        // will not work on the next attempt either: say so at once.
-        if (e instanceof ConfigError) throw e;
+        // will not work on the next attempt either: say so at once. Nor will a DATA_DIR another running server holds:
+        // a second `pnpm start` on it waited out STARTUP_TIMEOUT_MS (2 minutes) in retries before it said so.
+        if (e instanceof ConfigError || e instanceof DataDirLockedError) throw e;
         if (e instanceof StartupTimeoutError) {
           // An attempt still in flight: whatever it opens later is closed, not leaked.
           void opening.then((rt) => rt.close()).catch(() => {});
