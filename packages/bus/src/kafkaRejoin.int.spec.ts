@@ -84,7 +84,7 @@ describe.each(adapters)('Kafka adapter ($name) after a broker outage', ({ create
     );
     await until('the record after the outage consumed', () => seen.includes('after'), resumesWithinMs + 10_000);
     const resumedMs = Date.now() - back;
-    // Joining as a new member waits out the old one's 25 s session; rejoining as it takes a round trip or two.
+    // Joining as a new member waits out the old one's session; rejoining as it takes a round trip or two.
     expect(resumedMs).toBeLessThan(resumesWithinMs);
   }, 240_000);
 });
