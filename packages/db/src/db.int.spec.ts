@@ -39,6 +39,7 @@ describe.each(backends)('Db on %s', (name, open) => {
     const rows = await db.query(sql`SELECT name FROM schema_migrations ORDER BY name`);
     expect(rows.map((r) => r.name)).toEqual(files);
     expect(db.kind).toBe(name === 'PGlite' ? 'pglite' : 'postgres');
+    expect(db.description).toBe(name === 'PGlite' ? 'PGlite' : 'PostgreSQL');
   });
 
   it('commits a transaction that resolves', async () => {

@@ -23,6 +23,8 @@ export interface Queryable {
 
 export interface Db extends Queryable {
   readonly kind: 'postgres' | 'pglite';
+  /** Its engine in words, for a start banner or a span: 'PostgreSQL' or 'PGlite'. */
+  readonly description: string;
   /**
    * The database is one connection inside this process (PGlite): a transaction held open holds up every other
    * statement, and no other thread or process can connect to it.
@@ -204,6 +206,7 @@ export function connectPostgres(opts: PostgresOptions): Db {
   };
   return {
     kind: 'postgres',
+    description: 'PostgreSQL',
     oneConnection: false,
     query: (q) => guard(() => pool.query(q)),
     tx: (fn) => guard(() => pool.tx((t) => fn(t))),

@@ -37,6 +37,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   };
   return {
     kind: 'pglite',
+    description: 'PGlite',
     oneConnection: true,
     query: (q) => serial(() => run(q, db)),
     tx: (fn) => serial(() => db.transaction((t) => fn({ query: (q) => run(q, t as never) }))),

@@ -20,7 +20,7 @@ export function tracedDb(db: Db, url: string | undefined): Db {
     const [hostPort, namespace] = postgresLocation(url).split('/');
     const colon = hostPort.lastIndexOf(':');
     Object.assign(common, { 'db.namespace': namespace, 'server.address': hostPort.slice(0, colon), 'server.port': Number(hostPort.slice(colon + 1)) });
-  } else Object.assign(common, { 'db.namespace': db.kind === 'pglite' ? 'pglite' : 'embedded' });
+  } else Object.assign(common, { 'db.namespace': db.oneConnection ? 'pglite' : 'embedded' });
   const traced = async (on: Queryable, q: SQLQuery) => {
     // Only inside a request's or a batch's span: a timer's polling (the outbox relay's look, the flow index's
     // reload) would otherwise start a trace of one span every second.

@@ -53,7 +53,7 @@ async function banner(rt: Runtime, base: string): Promise<string> {
           ? 'the PostgreSQL server of DATABASE_URL, with the Postgres-log bus on it: KAFKA_BROKERS is not set'
           : env.KAFKA_BROKERS
             ? `PGlite in ${env.DATA_DIR}, with Kafka: DATABASE_URL is not set`
-            : `embedded mode, data in ${env.DATA_DIR}, ${rt.db.kind === 'postgres' ? 'PostgreSQL' : 'PGlite'}`
+            : `embedded mode, data in ${env.DATA_DIR}, ${rt.db.description}`
     }).`,
     `  API:      ${base}/v2026-04/`,
     `  Docs:     ${base}/docs`,
