@@ -304,7 +304,7 @@ describe.each(buses)('projection rebuilds on %s', (_bus, overrides) => {
   it('refuses to rebuild from a log that no longer starts at offset 0, and changes nothing', async () => {
     const topic = rt.topics.conversations;
     const partition = (await rt.bus.offsets(topic)).find((p) => p.high !== '0')!.partition;
-    if (rt.bus.kind === 'kafka') {
+    if (rt.env.KAFKA_BROKERS) {
       const { Kafka } = await import('kafkajs');
       const admin = new Kafka({ brokers: rt.env.KAFKA_BROKERS!, logLevel: 0 }).admin();
       await admin.connect();

@@ -68,29 +68,16 @@ interface KafkaBusParts {
 /** What each adapter's Bus has in its own client's words. */
 type KafkaBusOwn = Omit<
   Bus,
-  | 'kind'
-  | 'features'
-  | 'description'
-  | 'messagingSystem'
-  | 'selfManaged'
-  | 'ensureTopics'
-  | 'alignTopicConfigs'
-  | 'topicConfigs'
-  | 'publish'
-  | 'deleteGroup'
-  | 'ping'
+  'description' | 'messagingSystem' | 'selfManaged' | 'ensureTopics' | 'alignTopicConfigs' | 'topicConfigs' | 'publish' | 'deleteGroup' | 'ping'
 >;
 
 /**
- * A Kafka adapter's Bus: what both adapters are alike (a Kafka bus whose group members share partitions, the
- * topic methods over the adapter's admin, deleteGroup and ping, the publish path of createKafkaPublisher over
+ * A Kafka adapter's Bus: what both adapters are alike (the topic methods over the adapter's admin, deleteGroup and ping, the publish path of createKafkaPublisher over
  * the adapter's producer, closed before the rest), and its own methods.
  */
 export function kafkaBus(o: KafkaBusParts, own: KafkaBusOwn): Bus {
   const publisher = createKafkaPublisher({ ...o.producer, publishTimeoutMs: o.publishTimeoutMs });
   return {
-    kind: 'kafka',
-    features: { consumerGroupsSharePartitions: true },
     description: `Kafka at ${o.brokers.join(',')}`,
     messagingSystem: 'kafka',
     selfManaged: false,

@@ -113,15 +113,7 @@ export interface ReadOptions {
   limit?: number;
 }
 
-/** What an adapter can do, so the conformance suite runs only the cases that apply. */
-export interface BusFeatures {
-  /** Members of one group split the partitions between them. */
-  consumerGroupsSharePartitions: boolean;
-}
-
 export interface Bus {
-  readonly kind: 'kafka' | 'pglog';
-  readonly features: BusFeatures;
   /** Where the log is, in an operator's words: `Kafka at <brokers>`, `the Postgres log`. */
   readonly description: string;
   /** `messaging.system` of its spans (OpenTelemetry's messaging conventions; the Postgres log is no listed system). */

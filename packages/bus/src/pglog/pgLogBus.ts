@@ -140,8 +140,6 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       : null;
 
   return {
-    kind: 'pglog',
-    features: { consumerGroupsSharePartitions: false },
     description: 'the Postgres log',
     messagingSystem: 'shopstream_pglog',
     selfManaged: true,

@@ -114,7 +114,7 @@ describe('retention by role on the Postgres log', () => {
     ]);
 
     const rt = await runtime({ KAFKA_BROKERS: undefined, DATABASE_URL: url, TOPIC_PREFIX: prefix });
-    expect(rt.bus.kind).toBe('pglog');
+    expect(rt.bus.description).toBe('the Postgres log');
     expect(await retentionByRole(rt)).toEqual(expectedByRole(rt));
     const again = await ensureTopics(rt);
     expect(again.changes).toEqual([]);
