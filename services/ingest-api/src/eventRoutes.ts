@@ -20,13 +20,15 @@ import type { ContactKeys } from '@shopstream/privacy';
 import type { IngestContext as Runtime } from './index.js';
 import type { ContactResolver } from './contactResolver.js';
 import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
-import { BYTES_READ, isLarge, largeBodyGate } from './largeBodies.js';
+import { BYTES_READ, isLarge, largeBodyGate, refuseUnreadable } from './largeBodies.js';
 import type { PreparedBody } from './prepareBody.js';
 import { recordEvents, recordPrepared, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
 
 /** Body limits: express counts `mb` as MiB. */
 export const SINGLE_BODY_LIMIT = '1mb';
 export const BULK_BODY_LIMIT = '10mb';
+/** The same limits in bytes, as body-parser reads them ('1mb': 1 MiB). */
+const MiB = 1024 * 1024;
 
 const ARRIVED = Symbol('arrived');
 type Timed = Request & { [ARRIVED]?: Date };
@@ -254,7 +256,7 @@ export function eventRoutes(
         `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
         limitText,
       tags: ['Events'],
-      before: [arrived, chargeOne, gate, ...bytesOf(SINGLE_BODY_LIMIT)],
+      before: [arrived, chargeOne, refuseUnreadable(1 * MiB), gate, ...bytesOf(SINGLE_BODY_LIMIT)],
       // Validated by recordEvents, like each item of a bulk request.
       body: {
         schema: eventInputSchema,
@@ -293,7 +295,7 @@ export function eventRoutes(
         limitText +
         ' Each event of a bulk request counts; a request over the limit records none of them.',
       tags: ['Events'],
-      before: [arrived, gate, ...bytesOf(BULK_BODY_LIMIT)],
+      before: [arrived, refuseUnreadable(10 * MiB), gate, ...bytesOf(BULK_BODY_LIMIT)],
       // Documented with its items typed; the handler checks the outer shape (1 to 100 items) and recordEvents each
       // item, so one bad item fails alone.
       body: {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { NextFunction, Request, Response } from 'express';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { BYTES_READ, largeBodyGate } from './largeBodies.js';
+import { BYTES_READ, largeBodyGate, refuseUnreadable } from './largeBodies.js';
 
 /** A request of `bytes` (Content-Length; undefined: chunked) and its response, as the gate sees them. */
 function exchange(bytes: number | undefined) {
@@ -157,5 +157,30 @@ describe('largeBodyGate', () => {
     a.done();
     expect(b.outcome.taken).toBe(false);
     expect(c.outcome.taken).toBe(true);
+  });
+});
+
+describe('refuseUnreadable: what body-parser would refuse unread is refused before the large-body gate', () => {
+  const check = (headers: Record<string, string>) => {
+    let passed: unknown = 'not called';
+    refuseUnreadable(1024)({ headers } as unknown as Request, {} as Response, ((e?: unknown) => (passed = e)) as NextFunction);
+    return passed as { status?: number; type?: string; limit?: number } | undefined;
+  };
+
+  it('a content encoding body-parser cannot decode: its 415, whatever the length', () => {
+    for (const encoding of ['bogus', 'gzip, gzip', 'x-gzip'])
+      expect(check({ 'content-encoding': encoding, 'content-length': String(11 * 1024 * 1024) })).toMatchObject({ status: 415, type: 'encoding.unsupported' });
+  });
+
+  it('an uncompressed body past the limit by its Content-Length: its 413, with the limit', () => {
+    expect(check({ 'content-length': '1025' })).toMatchObject({ status: 413, type: 'entity.too.large', limit: 1024 });
+    expect(check({ 'content-encoding': 'Identity', 'content-length': '4096' })).toMatchObject({ status: 413 });
+  });
+
+  it('passes on what must be read to be judged: within the limit, chunked, or compressed (the limit is on the inflated bytes)', () => {
+    expect(check({ 'content-length': '1024' })).toBeUndefined();
+    expect(check({})).toBeUndefined();
+    expect(check({ 'content-encoding': 'gzip', 'content-length': '4096' })).toBeUndefined();
+    expect(check({ 'content-encoding': 'br', 'content-length': '4096' })).toBeUndefined();
   });
 });
