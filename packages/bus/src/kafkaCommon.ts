@@ -72,8 +72,9 @@ type KafkaBusOwn = Omit<
 >;
 
 /**
- * A Kafka adapter's Bus: what both adapters are alike (the topic methods over the adapter's admin, deleteGroup and ping, the publish path of createKafkaPublisher over
- * the adapter's producer, closed before the rest), and its own methods.
+ * A Kafka adapter's Bus: what both adapters are alike (the topic methods over the adapter's admin, deleteGroup
+ * and ping, the publish path of createKafkaPublisher over the adapter's producer, closed before the rest), and its
+ * own methods.
  */
 export function kafkaBus(o: KafkaBusParts, own: KafkaBusOwn): Bus {
   const publisher = createKafkaPublisher({ ...o.producer, publishTimeoutMs: o.publishTimeoutMs });

@@ -27,8 +27,9 @@ import { recordEvents, recordPrepared, RETRY_AFTER_SECONDS, type IngestPorts } f
 /** Body limits: express counts `mb` as MiB. */
 export const SINGLE_BODY_LIMIT = '1mb';
 export const BULK_BODY_LIMIT = '10mb';
-/** The same limits in bytes, as body-parser reads them ('1mb': 1 MiB). */
-const MiB = 1024 * 1024;
+/** The same limits in bytes, as body-parser reads them. */
+const SINGLE_BODY_LIMIT_BYTES = 1024 * 1024;
+const BULK_BODY_LIMIT_BYTES = 10 * 1024 * 1024;
 
 const ARRIVED = Symbol('arrived');
 type Timed = Request & { [ARRIVED]?: Date };
@@ -256,7 +257,7 @@ export function eventRoutes(
         `Body at most 1 MiB. 503 with Retry-After (${RETRY_AFTER_SECONDS} s) when the log cannot take writes.` +
         limitText,
       tags: ['Events'],
-      before: [arrived, chargeOne, refuseUnreadable(1 * MiB), gate, ...bytesOf(SINGLE_BODY_LIMIT)],
+      before: [arrived, chargeOne, refuseUnreadable(SINGLE_BODY_LIMIT_BYTES), gate, ...bytesOf(SINGLE_BODY_LIMIT)],
       // Validated by recordEvents, like each item of a bulk request.
       body: {
         schema: eventInputSchema,
@@ -295,7 +296,7 @@ export function eventRoutes(
         limitText +
         ' Each event of a bulk request counts; a request over the limit records none of them.',
       tags: ['Events'],
-      before: [arrived, refuseUnreadable(10 * MiB), gate, ...bytesOf(BULK_BODY_LIMIT)],
+      before: [arrived, refuseUnreadable(BULK_BODY_LIMIT_BYTES), gate, ...bytesOf(BULK_BODY_LIMIT)],
       // Documented with its items typed; the handler checks the outer shape (1 to 100 items) and recordEvents each
       // item, so one bad item fails alone.
       body: {
