@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { envSchema } from '@shopstream/config';
 import { hostFigures, type HostFigures } from '@shopstream/testkit/measurementRun';
 import type { Figures, Options } from './types.js';
 
@@ -46,7 +47,8 @@ export function writeResult(
     date: meta.startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     machine: meta.machine,
-    versions: { node: process.version, ...f.versions },
+    // The services' Kafka adapter (KAFKA_CLIENT as they read it, default included): the figures differ by it.
+    versions: { node: process.version, ...f.versions, 'Kafka client': envSchema.shape.KAFKA_CLIENT.parse(process.env.KAFKA_CLIENT || undefined) },
     loadAvgBefore: meta.loadAvgBefore,
     options: meta.options,
     goalsMet: f.rows.every((r) => !r.goal || r.goal.met),

@@ -4,8 +4,8 @@ export type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 import type { Bus } from './port.js';
 import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 /**
- * createPlatformaticKafkaBus, loaded on first call: @platformatic/kafka takes 0.5 to 2 s to import, which every
- * process on the default kafkajs client (and every CLI command) would otherwise pay.
+ * createPlatformaticKafkaBus, loaded on first call: @platformatic/kafka takes 0.5 to 2 s to import, which the
+ * embedded mode (no Kafka), processes on KAFKA_CLIENT=kafkajs and CLI commands that need no bus would otherwise pay.
  */
 export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
   return (await import('./kafkaPlatformatic.js')).createPlatformaticKafkaBus(opts);

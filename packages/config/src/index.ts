@@ -21,9 +21,10 @@ export const envSchema = z.object({
   EMBEDDED_DB: z.enum(['auto', 'postgres', 'pglite']).default('auto'),
   DB_POOL_SIZE: int(10),
   KAFKA_BROKERS: csv.optional(),
-  // The Kafka client behind the bus port: kafkajs (the default) or @platformatic/kafka (pure TypeScript, about
-  // half the CPU per record in a bare producer); both pass the same conformance suite.
-  KAFKA_CLIENT: z.enum(['kafkajs', 'platformatic']).default('kafkajs'),
+  // The Kafka client behind the bus port: @platformatic/kafka (the default: maintained, pure TypeScript, static
+  // membership, every `pnpm faults` goal) or kafkajs (unmaintained; its public API only). Both pass the same
+  // conformance suite and partition alike (docs/operations.md#kafka-client).
+  KAFKA_CLIENT: z.enum(['kafkajs', 'platformatic']).default('platformatic'),
   KAFKA_CLIENT_ID: z.string().default('shopstream'),
   // How to reach a managed or secured cluster (docs/operations.md#kafka-connection): TLS (system CAs unless
   // KAFKA_SSL_CA_FILE), a client certificate for mutual TLS, SASL. A _FILE variant reads a mounted secret.
