@@ -19,6 +19,8 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
       BOOTSTRAP_API_KEYS: `${key}=${shop}`,
       FLOW_REFRESH_MS: '500',
       CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
+      // For the line that says where the consumers run.
+      LOG_LEVEL: 'info',
     };
     // Every service, as the image runs with no command given: stopped with SIGTERM below.
     const s = await startShopstream(env);
@@ -26,6 +28,8 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
     expect(s.output()).not.toContain('API key:');
     const call = api(s.base, key, shop);
     await eventsFlowAndTimeline(s.base, call);
+    // As in the embedded mode, the consumers that projected those events ran in a worker thread (CONSUMER_THREAD=auto).
+    expect(s.output()).toContain('consumers started in a worker thread');
     // On a server the CLI works beside the running services.
     const { file, ids } = conversationLines(shop, 3);
     const imported = await runCli(['conversations', 'import', file], env);

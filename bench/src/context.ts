@@ -130,6 +130,11 @@ export class Bench {
     return { child, baseUrl: `http://127.0.0.1:${port}` };
   }
 
+  /** A child started outside `server` (the all-in-one runner): stopped with the others if the scenario fails. */
+  track(child: Child): void {
+    this.children.add(child);
+  }
+
   async stopChild(child: Child): Promise<void> {
     this.children.delete(child);
     await child.stop();

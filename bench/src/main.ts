@@ -23,6 +23,7 @@ import { e2e } from './scenarios/e2e.js';
 import { exportScenario } from './scenarios/export.js';
 import { embedded } from './scenarios/embedded.js';
 import { largeBodies } from './scenarios/largeBodies.js';
+import { allInOne } from './scenarios/allInOne.js';
 import { DEFAULT_KAFKA_CLIENTS } from './kafkaClients.js';
 
 type Scenario = (b: Bench) => Promise<ScenarioResult>;
@@ -35,6 +36,7 @@ const scenarios: Record<string, { run: Scenario }> = {
   export: { run: exportScenario },
   embedded: { run: embedded },
   'large-bodies': { run: largeBodies },
+  'all-in-one': { run: allInOne },
 };
 
 const USAGE = `usage: pnpm bench [${Object.keys(scenarios).join('|')}]... [options]

@@ -104,8 +104,8 @@ export const envSchema = z.object({
   // Liveness: /healthz answers 503 once a consumer of the process has not been running for this long (its
   // supervisor could not bring it back), so an orchestrator restarts the process.
   CONSUMER_DEAD_AFTER_MS: int(60_000),
-  // `pnpm start` with every service on the embedded PostgreSQL: the consumers in a worker thread of their own
-  // (auto), off the event loop that answers HTTP; off keeps them on it.
+  // `pnpm start` with every service on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers in a worker
+  // thread of their own (auto), off the event loop that answers HTTP; off keeps them on it. PGlite: always on it.
   CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),
   // Abuse costs the abuser (packages/http/src/authFailures.ts, services/ingest-api/src/largeBodies.ts).
   // Failed API key look-ups per client address (IPv6: per /64) before 429, and how fast they come back; 0: no limit.

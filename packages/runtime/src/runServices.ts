@@ -2,6 +2,7 @@ import { parentPort } from 'node:worker_threads';
 import { ConfigError, loadEnv, type Env } from '@shopstream/config';
 import { DataDirLockedError, workspaceServiceMigrations, type MigrationSource } from '@shopstream/db';
 import { consumerStates, createLogger, registry, setConsumerDeadAfter, startTracing, stopTracing, trackConsumer, type Logger } from '@shopstream/telemetry';
+import { liveGroupId } from '@shopstream/projections';
 import { openRuntime, type Runtime, type RuntimeOptions } from './runtime.js';
 import { exitOnSignals, serve, type StartedService } from './service.js';
 import { migrationSourcesOf, type ServiceDefinition } from './defineService.js';
@@ -210,7 +211,10 @@ async function run(
  * at each attempt; liveness fails once it has not run for CONSUMER_DEAD_AFTER_MS. Undefined when a stop came first.
  */
 async function startUntilUp(c: ServiceDefinition, rt: Runtime, stopping: () => boolean): Promise<StartedService | undefined> {
-  const health = trackConsumer(c.name);
+  // Under its consumer group's name, as its supervisor tracks it once started: /healthz names the same group
+  // whether a client fails inside its first join (@platformatic/kafka: the start throws) or after it (kafkajs).
+  const group = c.projection ? liveGroupId(rt.env.CONSUMER_GROUP_PREFIX, c.projection(rt.env)) : c.name;
+  const health = trackConsumer(group);
   try {
     for (let attempt = 1; ; attempt++) {
       if (stopping()) return undefined;
@@ -218,7 +222,7 @@ async function startUntilUp(c: ServiceDefinition, rt: Runtime, stopping: () => b
         return await c.start(rt);
       } catch (e) {
         const ms = Math.min(30_000, 1_000 * 2 ** (attempt - 1));
-        rt.logger.error({ err: e, service: c.name, attempt, retry_in_ms: ms }, `${c.name} failed to start (${errorText(e)}); trying again in ${ms} ms`);
+        rt.logger.error({ err: e, service: c.name, attempt, retry_in_ms: ms }, `${c.name}: consumer of ${group} failed to start (${errorText(e)}); trying again in ${ms} ms`);
         await new Promise((r) => setTimeout(r, ms));
       }
     }

@@ -1,9 +1,10 @@
 /**
- * The consumers of an embedded `pnpm start` (activity-projector, flow-matcher, conversation-projector) in a
+ * The consumers of an all-in-one `pnpm start` (activity-projector, flow-matcher, conversation-projector) in a
  * worker thread of their own: their decoding, SQL building and batching no longer share the event loop that
- * answers HTTP, and the process uses a second core. The worker opens its own runtime on the embedded
- * PostgreSQL the main thread started (by its URL: a pool and a Postgres-log bus of its own, woken by NOTIFY
- * like any other process on that database), so it is one more client of the same server and log.
+ * answers HTTP, and the process uses a second core. The worker opens its own runtime on the PostgreSQL server
+ * the main thread uses (the embedded one by its URL, or DATABASE_URL's: a pool of its own) and on the same log
+ * (Kafka with clients of its own, or a Postgres-log bus woken by NOTIFY like any other process on that
+ * database), so it is one more client of the same server and log.
  *
  * The same runner as every process (runServices, inThread): the main thread's messages `{ type: 'stop' }`,
  * `{ type: 'metrics', id }` and `{ type: 'consumers', id }` are answered there.

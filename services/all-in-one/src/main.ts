@@ -24,10 +24,11 @@ await runServices(services, {
   only: service,
   name,
   migrations: migrationSources,
-  // Every service on the embedded PostgreSQL: the consumers get a worker thread, a client of the same server.
+  // Every service in this process, on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers get a
+  // worker thread, one more client of the same server and broker. Not on PGlite (one connection, this thread's).
   consumersInThread: (rt, consumers, onDied) => {
     const url =
-      !service && rt.mode === 'embedded' && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? embeddedServerUrl(rt.env.DATA_DIR) : undefined;
+      !service && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? (rt.env.DATABASE_URL ?? embeddedServerUrl(rt.env.DATA_DIR)) : undefined;
     return url
       ? startConsumerThread(
           rt.env,

@@ -1,0 +1,149 @@
+import { createServer } from 'node:net';
+import { envSchema } from '@shopstream/config';
+import { spawnChild, type Child } from '../children.js';
+import type { Bench } from '../context.js';
+import type { Row, ScenarioResult } from '../report.js';
+
+/** The all-in-one's consumer placements measured, in order (BENCH_CONSUMER_THREADS, e.g. `auto` alone). */
+const PLACEMENTS = (process.env.BENCH_CONSUMER_THREADS ?? 'off,auto').split(',') as ('auto' | 'off')[];
+
+/**
+ * `pnpm start` as users run it in distributed mode: the all-in-one process (services/all-in-one/src/main.ts
+ * through tsx, every service, its consumers projecting what the load sends) on the bench's Kafka and
+ * PostgreSQL, once per consumer placement (CONSUMER_THREAD: `off`, the consumers on the event loop that
+ * answers HTTP; `auto`, the default, in a worker thread). Each: single events at saturation, at a fixed
+ * 1,000/s, then 100-event bulks. Baselines in the same run: a bare express 5 app under the same saturating
+ * load, and a bare producer of the adapter in use (KAFKA_CLIENT as the process reads it).
+ */
+export async function allInOne(b: Bench): Promise<ScenarioResult> {
+  const client = envSchema.shape.KAFKA_CLIENT.parse(process.env.KAFKA_CLIENT || undefined);
+  const contacts = await b.seedContacts();
+  await b.createTopics();
+  const common = { durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops };
+  const rows: Row[] = [];
+  const phases: Record<string, unknown> = { contactsBefore: contacts, client };
+
+  const bareApp = spawnChild('bare-express', 'bareExpress.ts');
+  let bareSingle;
+  try {
+    const { port } = await bareApp.next<{ port: number }>('ready', 60_000);
+    bareSingle = await b.load(
+      { mode: 'closed', baseUrl: `http://127.0.0.1:${port}`, seed: `aio-bare-single-${Date.now()}`, concurrency: 64, bulkSize: 1, ...common },
+      { server: bareApp },
+    );
+  } finally {
+    await bareApp.stop();
+  }
+  const bareRps = bareSingle.result.requestsPerSecond;
+  const bareBulk = await b.load({
+    mode: 'producer',
+    client,
+    brokers: b.infra.brokers,
+    topic: b.topics.events,
+    seed: `aio-bare-producer-${Date.now()}`,
+    concurrency: 8,
+    bulkSize: 100,
+    ...common,
+  });
+  const bareEps = bareBulk.result.eventsPerSecond;
+  phases.bareExpress = bareSingle;
+  phases.bareProducer = bareBulk;
+  rows.push(
+    { measure: 'baseline: bare express 5 (64 clients)', value: bareRps, unit: 'req/s' },
+    { measure: `baseline: bare ${client} producer (8 x 100)`, value: bareEps, unit: 'events/s' },
+  );
+
+  for (const placement of PLACEMENTS) {
+    const { child, baseUrl } = await startAllInOne(b, { CONSUMER_THREAD: placement });
+    try {
+      const sat = await b.load({ mode: 'closed', baseUrl, seed: `aio-single-${placement}-${Date.now()}`, concurrency: 64, bulkSize: 1, ...common }, { server: child });
+      const fixed = await b.load(
+        { mode: 'open', baseUrl, seed: `aio-open-${placement}-${Date.now()}`, ...common, warmupMs: Math.min(b.opts.warmupMs, 2_000), rate: 1_000, maxConnections: 512 },
+        { server: child },
+      );
+      const bulk = await b.load({ mode: 'closed', baseUrl, seed: `aio-bulk-${placement}-${Date.now()}`, concurrency: 8, bulkSize: 100, ...common }, { server: child });
+      phases[placement] = { saturation: sat, open1000: fixed, bulk };
+      const label = `CONSUMER_THREAD=${placement}`;
+      const rps = sat.result.requestsPerSecond;
+      const eps = bulk.result.eventsPerSecond;
+      const notOk = [sat, fixed, bulk].reduce(
+        (n, r) =>
+          n +
+          Object.entries(r.result.status)
+            .filter(([s]) => !s.startsWith('2'))
+            .reduce((m, [, v]) => m + v, 0),
+        0,
+      );
+      rows.push(
+        {
+          measure: `${label}: single at saturation`,
+          value: rps,
+          unit: 'req/s',
+          baseline: { name: 'bare express', value: bareRps },
+          ratio: rps / Math.max(1, bareRps),
+          budget: { text: '>= 0.5 x bare express', met: rps >= 0.5 * bareRps },
+        },
+        { measure: `${label}: CPU per request at saturation`, value: Number(((1000 * (sat.cpu.processes.server ?? 0)) / Math.max(1, rps)).toFixed(3)), unit: 'ms' },
+        { measure: `${label}: @1000/s p50`, value: fixed.result.latencyMs.p50, unit: 'ms' },
+        { measure: `${label}: @1000/s p99`, value: fixed.result.latencyMs.p99, unit: 'ms', budget: { text: '< 50 ms', met: fixed.result.latencyMs.p99 < 50 } },
+        { measure: `${label}: @1000/s answered in the window`, value: fixed.result.servedPerSecond ?? 0, unit: 'req/s' },
+        {
+          measure: `${label}: bulk (8 clients x 100 events)`,
+          value: eps,
+          unit: 'events/s',
+          baseline: { name: `bare ${client} producer`, value: bareEps },
+          ratio: eps / Math.max(1, bareEps),
+          budget: { text: '>= 0.5 x bare producer', met: eps >= 0.5 * bareEps },
+        },
+        { measure: `${label}: CPU per 1,000 events (bulk)`, value: Number(((1e6 * (bulk.cpu.processes.server ?? 0)) / Math.max(1, eps)).toFixed(1)), unit: 'ms' },
+        { measure: `${label}: non-2xx answers`, value: notOk, unit: 'answers' },
+      );
+    } finally {
+      child.process.kill('SIGTERM');
+      await b.stopChild(child);
+    }
+  }
+  for (const r of rows) if (typeof r.value !== 'number' || !Number.isFinite(r.value)) r.value = Number.NaN;
+  return {
+    scenario: 'all-in-one',
+    rows,
+    details: { phases },
+    notes: [
+      `\`pnpm start\` in distributed mode: every service in one Node process (the runner, through tsx, as \`pnpm start\` runs it) on the bench's Kafka and PostgreSQL, KAFKA_CLIENT=${client}; its consumers project what the load sends. Once per CONSUMER_THREAD (${PLACEMENTS.join(', ')}).`,
+      "Saturation: 64 closed-loop clients of single events; fixed rate: open loop at 1,000 req/s, latency from the scheduled send time; bulk: 8 closed-loop clients x 100 events. The same realistic events as the other scenarios (19,000 of each shop's 20,000 returning contacts stored first).",
+      'Baselines, measured first in the same run: a bare express 5 app (the single load) and a bare producer of the same client (8 senders x 100 records).',
+    ],
+  };
+}
+
+/** The all-in-one as `pnpm start` runs it, on a free port; resolves once /readyz answers 200 (its consumers joined). */
+async function startAllInOne(b: Bench, env: Record<string, string>): Promise<{ child: Child; baseUrl: string }> {
+  const port = await freePort();
+  const child = spawnChild(`all-in-one-${env.CONSUMER_THREAD}`, '../../services/all-in-one/src/main.ts', {
+    env: { ...b.env(), ...env, PORT: String(port), HOST: '127.0.0.1' },
+  });
+  b.track(child);
+  const baseUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 180_000;
+  for (;;) {
+    if (child.process.exitCode !== null) throw new Error(`the all-in-one exited (code ${child.process.exitCode}); log: ${child.logFile}`);
+    const ready = await fetch(`${baseUrl}/readyz`).then(
+      (r) => r.status === 200,
+      () => false,
+    );
+    if (ready) return { child, baseUrl };
+    if (Date.now() > deadline) throw new Error(`the all-in-one was not ready within 180 s; log: ${child.logFile}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
