@@ -56,12 +56,26 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
   for (const placement of PLACEMENTS) {
     const { child, baseUrl } = await startAllInOne(b, { CONSUMER_THREAD: placement });
     try {
-      const sat = await b.load({ mode: 'closed', baseUrl, seed: `aio-single-${placement}-${Date.now()}`, concurrency: 64, bulkSize: 1, ...common }, { server: child });
-      const fixed = await b.load(
-        { mode: 'open', baseUrl, seed: `aio-open-${placement}-${Date.now()}`, ...common, warmupMs: Math.min(b.opts.warmupMs, 2_000), rate: 1_000, maxConnections: 512 },
+      const sat = await b.load(
+        { mode: 'closed', baseUrl, seed: `aio-single-${placement}-${Date.now()}`, concurrency: 64, bulkSize: 1, ...common },
         { server: child },
       );
-      const bulk = await b.load({ mode: 'closed', baseUrl, seed: `aio-bulk-${placement}-${Date.now()}`, concurrency: 8, bulkSize: 100, ...common }, { server: child });
+      const fixed = await b.load(
+        {
+          mode: 'open',
+          baseUrl,
+          seed: `aio-open-${placement}-${Date.now()}`,
+          ...common,
+          warmupMs: Math.min(b.opts.warmupMs, 2_000),
+          rate: 1_000,
+          maxConnections: 512,
+        },
+        { server: child },
+      );
+      const bulk = await b.load(
+        { mode: 'closed', baseUrl, seed: `aio-bulk-${placement}-${Date.now()}`, concurrency: 8, bulkSize: 100, ...common },
+        { server: child },
+      );
       phases[placement] = { saturation: sat, open1000: fixed, bulk };
       const label = `CONSUMER_THREAD=${placement}`;
       const rps = sat.result.requestsPerSecond;
@@ -83,7 +97,11 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
           ratio: rps / Math.max(1, bareRps),
           budget: { text: '>= 0.5 x bare express', met: rps >= 0.5 * bareRps },
         },
-        { measure: `${label}: CPU per request at saturation`, value: Number(((1000 * (sat.cpu.processes.server ?? 0)) / Math.max(1, rps)).toFixed(3)), unit: 'ms' },
+        {
+          measure: `${label}: CPU per request at saturation`,
+          value: Number(((1000 * (sat.cpu.processes.server ?? 0)) / Math.max(1, rps)).toFixed(3)),
+          unit: 'ms',
+        },
         { measure: `${label}: @1000/s p50`, value: fixed.result.latencyMs.p50, unit: 'ms' },
         { measure: `${label}: @1000/s p99`, value: fixed.result.latencyMs.p99, unit: 'ms', budget: { text: '< 50 ms', met: fixed.result.latencyMs.p99 < 50 } },
         { measure: `${label}: @1000/s answered in the window`, value: fixed.result.servedPerSecond ?? 0, unit: 'req/s' },
@@ -95,7 +113,11 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
           ratio: eps / Math.max(1, bareEps),
           budget: { text: '>= 0.5 x bare producer', met: eps >= 0.5 * bareEps },
         },
-        { measure: `${label}: CPU per 1,000 events (bulk)`, value: Number(((1e6 * (bulk.cpu.processes.server ?? 0)) / Math.max(1, eps)).toFixed(1)), unit: 'ms' },
+        {
+          measure: `${label}: CPU per 1,000 events (bulk)`,
+          value: Number(((1e6 * (bulk.cpu.processes.server ?? 0)) / Math.max(1, eps)).toFixed(1)),
+          unit: 'ms',
+        },
         { measure: `${label}: non-2xx answers`, value: notOk, unit: 'answers' },
       );
     } finally {

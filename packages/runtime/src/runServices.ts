@@ -222,7 +222,10 @@ async function startUntilUp(c: ServiceDefinition, rt: Runtime, stopping: () => b
         return await c.start(rt);
       } catch (e) {
         const ms = Math.min(30_000, 1_000 * 2 ** (attempt - 1));
-        rt.logger.error({ err: e, service: c.name, attempt, retry_in_ms: ms }, `${c.name}: consumer of ${group} failed to start (${errorText(e)}); trying again in ${ms} ms`);
+        rt.logger.error(
+          { err: e, service: c.name, attempt, retry_in_ms: ms },
+          `${c.name}: consumer of ${group} failed to start (${errorText(e)}); trying again in ${ms} ms`,
+        );
         await new Promise((r) => setTimeout(r, ms));
       }
     }

@@ -27,8 +27,7 @@ await runServices(services, {
   // Every service in this process, on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers get a
   // worker thread, one more client of the same server and broker. Not on PGlite (one connection, this thread's).
   consumersInThread: (rt, consumers, onDied) => {
-    const url =
-      !service && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? (rt.env.DATABASE_URL ?? embeddedServerUrl(rt.env.DATA_DIR)) : undefined;
+    const url = !service && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? (rt.env.DATABASE_URL ?? embeddedServerUrl(rt.env.DATA_DIR)) : undefined;
     return url
       ? startConsumerThread(
           rt.env,
