@@ -19,7 +19,8 @@ afterAll(async () => {
   await server?.stop();
 });
 
-const raw = (request: string) => sendRaw(server.baseUrl, request);
+// 30 s for an answer: a good event waits for its publish, which a loaded machine can hold for seconds.
+const raw = (request: string) => sendRaw(server.baseUrl, request, 30_000);
 
 const envelope = (r: { headers: Record<string, string>; body: string }) => {
   const body = JSON.parse(r.body);

@@ -145,6 +145,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     const apiKeys = new ApiKeyStore(db, env.API_KEY_CACHE_TTL_MS);
     const n = await bootstrapApiKeys(apiKeys, env.BOOTSTRAP_API_KEYS);
     if (n > 0) logger.info({ keys: n }, 'bootstrap API keys ensured');
+    logger.debug({ db: untracedDb.description, bus: untraced.description }, `opened ${untracedDb.description} and ${untraced.description}`);
     return {
       env,
       mode: runningMode(env),
