@@ -106,6 +106,7 @@ export const leaderFailover: Scenario = {
     let without503RetryAfter = 0;
     let outsideEnvelope = 0;
     let sent = 0;
+    const noAnswerCauses = new Map<string, number>();
     const inflight = new Set<Promise<void>>();
     const one = async (i: number) => {
       // Half of the load from shop 0, the rest spread over the others.
@@ -127,8 +128,15 @@ export const leaderFailover: Scenario = {
         if (res.status === 202) accepted.push({ id: parsed.activity_id, sentAt, answeredAt: Date.now(), partition: partitionOf[shopIdx] });
         else if (!parsed?.error?.code || !parsed.error.request_id) outsideEnvelope++;
         if (res.status === 503 && !res.headers.get('retry-after')) without503RetryAfter++;
-      } catch {
-        status = 'timeout';
+      } catch (e) {
+        // No answer: the 15 s ran out, or the connection failed first (its cause kept for the report).
+        if ((e as Error).name === 'TimeoutError') status = 'timeout';
+        else {
+          status = 'error';
+          const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+          const text = `${(e as Error).message}${cause ? `: ${cause.code ?? ''} ${cause.message ?? ''}` : ''}`.trim();
+          noAnswerCauses.set(text, (noAnswerCauses.get(text) ?? 0) + 1);
+        }
       }
       answers.push({ sentAt, answeredAt: Date.now(), status, partition: partitionOf[shopIdx] });
     };
@@ -364,7 +372,7 @@ export const leaderFailover: Scenario = {
     };
     const statuses = byPhase(0, Infinity);
     const phases = { before: byPhase(0, killedAt), afterKill: byPhase(killedAt, restartAt), afterRestart: byPhase(restartAt, Infinity) };
-    const timeouts = statuses.timeout ?? 0;
+    const timeouts = (statuses.timeout ?? 0) + (statuses.error ?? 0);
     const after = answers.filter((a) => a.sentAt >= killedAt && a.sentAt < restartAt);
     const notVictim = after.filter((a) => a.partition !== busiest.partition);
     return {
@@ -390,6 +398,7 @@ export const leaderFailover: Scenario = {
         noneRow('503 without Retry-After', without503RetryAfter),
         noneRow('answers outside the error envelope', outsideEnvelope),
         noneRow('no answer within 15 s', timeouts),
+        { measure: '  of them, the connection failed first', value: statuses.error ?? 0 },
         { measure: 'accepted (202)', value: accepted.length },
         { measure: 'acknowledged on the killed leader before the kill', value: ackedOnVictimBeforeKill.length, unit: `(lost of them: ${lostOnVictim})` },
         noneRow('lost (202 without an activity)', lost),
@@ -449,6 +458,7 @@ export const leaderFailover: Scenario = {
         highWatermarks: highs,
         logRecords,
         phases,
+        noAnswerCauses: Object.fromEntries(noAnswerCauses),
         // 202s and other answers per 500 ms after the kill (by answer time), for the recovery's shape.
         afterKillBins: Array.from({ length: Math.ceil((afterMs + restartedMs) / 500) }, (_, i) => {
           const from = killedAt + i * 500;
