@@ -1,5 +1,5 @@
-import { createServer } from 'node:net';
 import { envSchema } from '@shopstream/config';
+import { freePort } from '@shopstream/testkit';
 import { spawnChild, type Child } from '../children.js';
 import type { Bench } from '../context.js';
 import type { Row, ScenarioResult } from '../report.js';
@@ -157,15 +157,4 @@ async function startAllInOne(b: Bench, env: Record<string, string>): Promise<{ c
     if (Date.now() > deadline) throw new Error(`the all-in-one was not ready within 180 s; log: ${child.logFile}`);
     await new Promise((r) => setTimeout(r, 250));
   }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-  });
 }

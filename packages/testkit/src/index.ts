@@ -32,7 +32,7 @@ export { kafkaClasspath } from './kafka.js';
 export { ensureOpenApiGenerator, OPENAPI_GENERATOR_VERSIONS } from './openapiGenerator.js';
 export { InfraUnavailableError } from './unavailable.js';
 export { waitFor } from './waitFor.js';
-export { processAlive } from './proc.js';
+export { freePort, processAlive } from './proc.js';
 export { KAFKA_IMAGE, KAFKA_VERSION, POSTGRES_IMAGE } from './versions.js';
 // Record fixtures shared by the service specs, test/ and seeding: conversations-topic records and event records.
 export { conversationUpserted, conversationWithMessage, messageCreated, testConversation } from './conversations.js';
