@@ -16,8 +16,41 @@ afterAll(async () => {
   pg.remove();
 });
 
-it('opens on an outage (every query refused as unavailable, none queued) and closes by itself when the server is back', async () => {
+it('stays closed on a busy pool: a wait for a connection that runs out while the server answers others waits again', async () => {
   owner = await pg.start();
+  // One connection, 60 queries of 50 ms each at once: the later ones wait seconds for it, many times the pool's
+  // 500 ms queue timeout, while the server answers the ones ahead of them all along.
+  const busy = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 500, busyWaitMs: 60_000 });
+  try {
+    const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => busy.query(sql`SELECT ${i}::int AS i, pg_sleep(0.05)`)));
+    const refused = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
+    expect(refused).toEqual([]);
+    expect(results.map((r) => (r as PromiseFulfilledResult<{ i: number }[]>).value[0].i)).toEqual(Array.from({ length: 60 }, (_, i) => i));
+    // Nothing opened the breaker: the next query is answered.
+    expect((await busy.query(sql`SELECT 1 AS one`))[0].one).toBe(1);
+  } finally {
+    await busy.close();
+  }
+
+  // The same pool with a wait cap: a query still without a connection once the cap is spent is refused as
+  // unavailable (answered 503), named busy, not unreachable.
+  const capped = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 300, busyWaitMs: 600 });
+  try {
+    const results = await Promise.allSettled(Array.from({ length: 40 }, () => capped.query(sql`SELECT pg_sleep(0.05)`)));
+    const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as Error);
+    expect(refused.length).toBeGreaterThan(0);
+    for (const e of refused) {
+      expect(e).toBeInstanceOf(DatabaseUnavailableError);
+      expect(e.message).toMatch(/is busy: no pooled connection free within/);
+    }
+    expect((await capped.query(sql`SELECT 1 AS one`))[0].one).toBe(1);
+  } finally {
+    await capped.close();
+  }
+}, 120_000);
+
+it('opens on an outage (every query refused as unavailable, none queued) and closes by itself when the server is back', async () => {
+  owner ??= await pg.start();
   db = connectPostgres({ url: pg.url, poolSize: 2 });
   expect((await db.query(sql`SELECT 1 AS one`))[0].one).toBe(1);
 

@@ -43,6 +43,12 @@ export interface PostgresOptions {
   applicationName?: string;
   connectionTimeoutMs?: number;
   queueTimeoutMs?: number;
+  /**
+   * How long a query may wait in all for a pooled connection while the server goes on answering the pool's other
+   * queries (a busy pool, not an outage): its wait is renewed each queueTimeoutMs that saw a query answered, up to
+   * this. Default 8 s.
+   */
+  busyWaitMs?: number;
 }
 
 /** The database cannot be reached now (connection refused or lost, pool wait timed out): retry later. */
@@ -119,6 +125,7 @@ export function connectPostgres(opts: PostgresOptions): Db {
   const tls = ssl === undefined ? {} : { ssl };
   const unavailable = (e: unknown) =>
     e instanceof DatabaseUnavailableError ? e : new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(e)}`, { cause: e });
+  const queueTimeoutMs = opts.queueTimeoutMs ?? 2_000;
   const pool: ConnectionPool = createConnectionPool({
     connectionString: url,
     ...tls,
@@ -129,7 +136,7 @@ export function connectPostgres(opts: PostgresOptions): Db {
     // pool's queue for a minute: a connection attempt gives up after 2 s, a wait for a pooled one after 2 s
     // (queries that were waiting when the server went away; the ones after it fail at once, see guard).
     connectionTimeoutMilliseconds: opts.connectionTimeoutMs ?? 2_000,
-    queueTimeoutMilliseconds: opts.queueTimeoutMs ?? 2_000,
+    queueTimeoutMilliseconds: queueTimeoutMs,
     // Each failure of a query reaches its caller. An error on an idle pooled connection (the server shutting
     // down or the connection cut) is the first sign of an outage, seconds before a query's connection attempt
     // gives up: it opens the breaker at once (a probe closes it again within milliseconds if that was all).
@@ -193,15 +200,38 @@ export function connectPostgres(opts: PostgresOptions): Db {
     downBecause = e;
     probe();
   }
+  // When the server last answered a query of this pool: a wait for a connection that ran out while others were
+  // answered says the pool is busy (every connection in use on a loaded machine), not that the server is away.
+  // Taking it for an outage opened the breaker on a busy pool, and every read behind it was answered 503 until
+  // the probe connected (faults rebuild-under-load: up to 978 reads on a 2-core host whose queries took 0.2 s).
+  let answeredAt = 0;
+  const busyWaitMs = opts.busyWaitMs ?? 8_000;
   const guard = async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (down) throw new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(downBecause)}`, { cause: downBecause });
-    try {
-      return await fn();
-    } catch (e) {
-      if (!isDatabaseUnavailable(e)) throw e;
-      trip(e);
-      // Named where it could not reach (the driver says only `connect ECONNREFUSED 127.0.0.1:5432`).
-      throw unavailable(e);
+    const since = Date.now();
+    for (;;) {
+      if (down) throw new DatabaseUnavailableError(`PostgreSQL at ${where} is unreachable: ${reasonOf(downBecause)}`, { cause: downBecause });
+      const attempt = Date.now();
+      try {
+        const result = await fn();
+        answeredAt = Date.now();
+        return result;
+      } catch (e) {
+        if (!isDatabaseUnavailable(e)) {
+          answeredAt = Date.now();
+          throw e;
+        }
+        // The queue's timeout fires before the query is sent, so waiting again runs nothing twice.
+        if ((e as { code?: unknown }).code === 'CONNECTION_POOL:QUEUE_TIMEOUT' && answeredAt >= attempt) {
+          if (Date.now() - since + queueTimeoutMs <= busyWaitMs) continue;
+          // Busy for the whole wait: refused (503, retry later), but the breaker stays closed for the others.
+          throw new DatabaseUnavailableError(`PostgreSQL at ${where} is busy: no pooled connection free within ${Math.round((Date.now() - since) / 1000)} s`, {
+            cause: e,
+          });
+        }
+        trip(e);
+        // Named where it could not reach (the driver says only `connect ECONNREFUSED 127.0.0.1:5432`).
+        throw unavailable(e);
+      }
     }
   };
   return {
