@@ -37,6 +37,8 @@ interface ProducerCounts {
 interface Sample {
   ms: number;
   status: string;
+  /** The noisy key's schedule window it was sent in (-1: before the first). */
+  window: number;
 }
 
 const pct = (xs: number[], p: number) => {
@@ -129,11 +131,13 @@ export const noisyNeighbour: Scenario = {
     const pool = new Pool(ingest.baseUrl, { connections: 32, keepAliveTimeout: 30_000 });
     ctx.defer(() => pool.close());
     let phase: 'warm' | (typeof schedule)[number]['label'] = 'warm';
+    let windowIndex = -1;
     const samples: Record<string, Sample[]> = { warm: [], baseline: [], burst: [], held: [], limit: [] };
     let withoutHeaders = 0;
     let outsideEnvelope = 0;
     const one = async (n: number, i: number) => {
       const p = phase;
+      const window = windowIndex;
       const body = {
         name: `Viewed ${i}`,
         metric: { metric_name: 'viewed_product', value: i },
@@ -160,7 +164,7 @@ export const noisyNeighbour: Scenario = {
       } catch {
         status = 'error';
       }
-      samples[p].push({ ms: performance.now() - t0, status });
+      samples[p].push({ ms: performance.now() - t0, status, window });
     };
     let loadOn = true;
     const inflight = new Set<Promise<void>>();
@@ -220,6 +224,7 @@ export const noisyNeighbour: Scenario = {
         if (line.phase === undefined) continue;
         const w = schedule[line.phase];
         phase = w.label;
+        windowIndex = line.phase;
         windowChange = windowChange.then(async () => {
           await closeWindow();
           windows.push({ label: w.label, ms: w.ms });
@@ -388,6 +393,13 @@ export const noisyNeighbour: Scenario = {
         leasesAfter,
         cpu,
         windows,
+        // Each window of the schedule on its own: whether a p99 above comes from all its windows or from one.
+        neighbourLatencyByWindowMs: schedule.map((w, i) => {
+          const xs = Object.values(samples)
+            .flat()
+            .filter((x) => x.window === i);
+          return { label: w.label, n: xs.length, p99: ms(pct(lat(xs), 99)), max: ms(Math.max(...lat(xs))), over50ms: xs.filter((x) => x.ms > 50).length };
+        }),
         neighbourStatuses: { quiet: statusesOf(quiet), burst: statusesOf(samples.burst), limit: statusesOf(samples.limit), held: statusesOf(samples.held) },
         neighbourLatencyMs: Object.fromEntries(
           Object.entries({ quiet: base, burst, limit: atLimit, held: during }).map(([k, v]) => [
