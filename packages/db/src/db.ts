@@ -220,8 +220,10 @@ export function connectPostgres(opts: PostgresOptions): Db {
           answeredAt = Date.now();
           throw e;
         }
-        // The queue's timeout fires before the query is sent, so waiting again runs nothing twice.
-        if ((e as { code?: unknown }).code === 'CONNECTION_POOL:QUEUE_TIMEOUT' && answeredAt >= attempt) {
+        // The pool's own queue timeout fires before this call's query or transaction starts, so waiting again runs
+        // nothing twice. Not one wrapped by a guard (a pool query made inside a transaction's callback): that
+        // transaction ran and rolled back, and running its callback again could repeat what it did outside.
+        if (!(e instanceof DatabaseUnavailableError) && (e as { code?: unknown }).code === 'CONNECTION_POOL:QUEUE_TIMEOUT' && answeredAt >= attempt) {
           if (Date.now() - since + queueTimeoutMs <= busyWaitMs) continue;
           // Busy for the whole wait: refused (503, retry later), but the breaker stays closed for the others.
           throw new DatabaseUnavailableError(`PostgreSQL at ${where} is busy: no pooled connection free within ${Math.round((Date.now() - since) / 1000)} s`, {
