@@ -1,6 +1,8 @@
 import { envSchema } from '@shopstream/config';
+import path from 'node:path';
 import { freePort } from '@shopstream/testkit';
 import { spawnChild, type Child } from '../children.js';
+import { REPO_ROOT } from '../infra.js';
 import type { Bench } from '../context.js';
 import type { Row, ScenarioResult } from '../report.js';
 
@@ -143,6 +145,8 @@ async function startAllInOne(b: Bench, env: Record<string, string>): Promise<{ c
   const port = await freePort();
   const child = spawnChild(`all-in-one-${env.CONSUMER_THREAD}`, '../../services/all-in-one/src/main.ts', {
     env: { ...b.env(), ...env, PORT: String(port), HOST: '127.0.0.1' },
+    // --profile: a V8 CPU profile of the runner's main thread (and one per worker thread), written at its stop.
+    cpuProfDir: b.opts.profile ? path.join(REPO_ROOT, 'bench/results/profiles', 'all-in-one') : undefined,
   });
   b.track(child);
   const baseUrl = `http://127.0.0.1:${port}`;
