@@ -18,9 +18,10 @@ afterAll(async () => {
 
 it('stays closed on a busy pool: a wait for a connection that runs out while the server answers others waits again', async () => {
   owner = await pg.start();
-  // One connection, 60 queries of 50 ms each at once: the later ones wait seconds for it, many times the pool's
-  // 500 ms queue timeout, while the server answers the ones ahead of them all along.
-  const busy = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 500, busyWaitMs: 60_000 });
+  // One connection, 60 queries of 50 ms each at once: the later ones wait seconds for it, several times the pool's
+  // 1 s queue timeout, while the server answers the ones ahead of them all along (a 50 ms query is answered well
+  // within each second even on a loaded machine).
+  const busy = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 1_000, busyWaitMs: 60_000 });
   try {
     const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) => busy.query(sql`SELECT ${i}::int AS i, pg_sleep(0.05)`)));
     const refused = results.filter((r) => r.status === 'rejected').map((r) => String((r as PromiseRejectedResult).reason));
@@ -34,9 +35,9 @@ it('stays closed on a busy pool: a wait for a connection that runs out while the
 
   // The same pool with a wait cap: a query still without a connection once the cap is spent is refused as
   // unavailable (answered 503), named busy, not unreachable.
-  const capped = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 300, busyWaitMs: 600 });
+  const capped = connectPostgres({ url: pg.url, poolSize: 1, queueTimeoutMs: 1_000, busyWaitMs: 1_500 });
   try {
-    const results = await Promise.allSettled(Array.from({ length: 40 }, () => capped.query(sql`SELECT pg_sleep(0.05)`)));
+    const results = await Promise.allSettled(Array.from({ length: 80 }, () => capped.query(sql`SELECT pg_sleep(0.05)`)));
     const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason as Error);
     expect(refused.length).toBeGreaterThan(0);
     for (const e of refused) {
