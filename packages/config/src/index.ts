@@ -22,8 +22,8 @@ export const envSchema = z.object({
   DB_POOL_SIZE: int(10),
   KAFKA_BROKERS: csv.optional(),
   // The Kafka client behind the bus port: @platformatic/kafka (the default: maintained, pure TypeScript, static
-  // membership, leader-failover met with its coordinator killed) or kafkajs (unmaintained; its public API only). Both pass the same
-  // conformance suite and partition alike (docs/operations.md#kafka-client).
+  // membership, every `pnpm faults` goal in one full run, faults/README.md) or kafkajs (unmaintained; its public API
+  // only). Both pass the same conformance suite and partition alike (docs/operations.md#kafka-client).
   KAFKA_CLIENT: z.enum(['kafkajs', 'platformatic']).default('platformatic'),
   KAFKA_CLIENT_ID: z.string().default('shopstream'),
   // How to reach a managed or secured cluster (docs/operations.md#kafka-connection): TLS (system CAs unless
