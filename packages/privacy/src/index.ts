@@ -4,6 +4,9 @@ export {
   KeyCache,
   contactStates,
   makeDataKeys,
+  unwrapTaskOf,
+  UNWRAP_ELSEWHERE_MIN,
+  type UnwrapElsewhere,
   type ContactRef,
   type ContactStates,
   type DataKey,
@@ -13,6 +16,11 @@ export {
 export {
   sealEventRecords,
   sealEventRecord,
+  unsealedEventRecord,
+  sealHere,
+  sealedValue,
+  eventSealAad,
+  type UnsealedRecord,
   sealPersonal,
   sealedPartJson,
   splitPersonal,
@@ -26,3 +34,4 @@ export { withoutErasedContacts } from './erasedContacts.js';
 export { erasureJobs, runErasureJob } from './erasureJobs.js';
 export { startErasureWorker, type ErasureWorker } from './erasureWorker.js';
 export { rotateMasterKey } from './rotateMasterKey.js';
+export type { Sealed, UnwrapTask } from './aead.js';
