@@ -140,13 +140,6 @@ export const envSchema = z.object({
     .enum(['true', 'false'])
     .default('true')
     .transform((v) => v === 'true'),
-  // Bulk requests' records are sealed (their personal fields encrypted, docs/privacy.md), and the data keys their
-  // contacts' look-ups read unwrapped, in a worker thread of their own, off the event loop; requests of fewer than
-  // 8 records with a contact seal on the event loop. false: everything on the event loop.
-  INGEST_SEAL_WORKER: z
-    .enum(['true', 'false'])
-    .default('true')
-    .transform((v) => v === 'true'),
   // Above 0: a request's records weighing more are published in parts of about this many bytes, one after the
   // other, so a 6 MB bulk's send does not hold the producer and the event loop at once; a 503 part way through may
   // leave some of its events recorded. 0 (default): one publish, all or nothing.

@@ -65,26 +65,3 @@ export function newKeys(n: number): Buffer[] {
   const all = randomBytes(KEY_BYTES * n);
   return Array.from({ length: n }, (_, i) => all.subarray(i * KEY_BYTES, (i + 1) * KEY_BYTES));
 }
-
-/** Unwraps a secret wrapped as `<nonce>.<ciphertext and tag>` (base64 each, keyring.ts) under `master`, bound to `aad`. */
-export function openWrapped(master: Buffer, wrapped: string, aad: string): Buffer {
-  const [iv, data] = wrapped.split('.');
-  return open(master, { iv, data }, aad);
-}
-
-/**
- * Data keys to unwrap on another thread of the process (ingest's seal worker): the master keys they were wrapped
- * under, and per key the index of its master key, the wrapped key and the additional data it is bound to.
- * Made by dataKeys.ts' unwrapTaskOf.
- */
-export interface UnwrapTask {
-  masters: Uint8Array[];
-  items: { master: number; wrapped: string; aad: string }[];
-}
-
-/** Runs an UnwrapTask: the data keys, in order (throws when one does not open, as the keyring's unwrap). */
-export const runUnwrapTask = (t: UnwrapTask): Buffer[] =>
-  t.items.map((it) => {
-    const m = t.masters[it.master];
-    return openWrapped(Buffer.from(m.buffer, m.byteOffset, m.byteLength), it.wrapped, it.aad);
-  });

@@ -1,8 +1,8 @@
 import { v4 as uuidv4 } from 'uuid';
 import { createKeyedMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import { newKey, newKeys, type UnwrapTask } from './aead.js';
-import { UnknownMasterKeyError, type Keyring } from './keyring.js';
+import { newKey, newKeys } from './aead.js';
+import type { Keyring } from './keyring.js';
 import { KeyMemory } from './keyMemory.js';
 
 /** A contact's data key, unwrapped. */
@@ -24,30 +24,6 @@ export interface KeyRow {
 }
 /** A row's data key, unwrapped under the master key it names. */
 const unwrapRow = (keyring: Keyring, row: KeyRow): Buffer => keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
-
-/** The task of unwrapping these rows on another thread (aead.ts' UnwrapTask; after holdMastersOf); UnknownMasterKeyError when one names a key not held. */
-export function unwrapTaskOf(keyring: Keyring, rows: readonly KeyRow[]): UnwrapTask {
-  const masters: Uint8Array[] = [];
-  const index = new Map<string, number>();
-  const items = rows.map((row) => {
-    let i = index.get(row.master_id);
-    if (i === undefined) {
-      const key = keyring.keyOf(row.master_id);
-      if (!key) throw new UnknownMasterKeyError(`no master key with fingerprint ${row.master_id} is configured`);
-      // A copy of its own: a Buffer may be a view of a shared pool, all of which a message would copy.
-      i = masters.push(new Uint8Array(key)) - 1;
-      index.set(row.master_id, i);
-    }
-    return { master: i, wrapped: row.wrapped, aad: wrapAad(row.shop_id, row.contact_id, row.key_id) };
-  });
-  return { masters, items };
-}
-
-/**
- * Where a batch of rows is unwrapped: given, a function that runs the task elsewhere (a worker thread) and may
- * fail (then the rows are unwrapped here); else here.
- */
-export type UnwrapElsewhere = (task: UnwrapTask) => Promise<Buffer[]>;
 
 /** Reads the master keys again when a row names one this process does not hold: one rotated in since it read them. */
 async function holdMastersOf(keyring: Keyring, rows: readonly KeyRow[]): Promise<void> {
@@ -99,9 +75,6 @@ export class KeyCache {
   }
 }
 
-/** Rows in a batch from which ContactKeys unwraps elsewhere (fewer cost less here than the round trip). */
-export const UNWRAP_ELSEWHERE_MIN = 8;
-
 interface KeyRequest {
   shopId: string;
   contactIds: string[];
@@ -120,18 +93,11 @@ export class ContactKeys {
   private readonly cache = new KeyMemory<DataKey>();
   private readonly batcher;
 
-  private readonly unwrapElsewhere: UnwrapElsewhere | undefined;
-
-  /**
-   * `unwrapElsewhere`: where batches of UNWRAP_ELSEWHERE_MIN rows or more are unwrapped (ingest: its seal worker
-   * thread); smaller ones, and any whose task fails there, are unwrapped on this thread.
-   */
   constructor(
     private readonly db: Queryable,
     private readonly keyring: Keyring,
-    opts: { lingerMs?: number; unwrapElsewhere?: UnwrapElsewhere } = {},
+    opts: { lingerMs?: number } = {},
   ) {
-    this.unwrapElsewhere = opts.unwrapElsewhere;
     // A batcher per shop, as ingest's contact look-ups: one shop's bulk of new keys does not delay another shop's.
     this.batcher = createKeyedMicroBatcher<KeyRequest>({
       key: (r) => r.shopId,
@@ -176,23 +142,8 @@ export class ContactKeys {
   async remember(keys: { made?: readonly MadeKey[]; rows?: readonly KeyRow[] }): Promise<void> {
     for (const m of keys.made ?? []) this.cache.set(`${m.shop}/${m.contact}`, { keyId: m.keyId, key: m.key });
     const rows = (keys.rows ?? []).filter((r) => this.cache.get(`${r.shop_id}/${r.contact_id}`) === undefined);
-    const unwrapped = await this.unwrapRows(rows);
-    rows.forEach((r, i) => this.cache.set(`${r.shop_id}/${r.contact_id}`, { keyId: r.key_id, key: unwrapped[i] }));
-  }
-
-  /** The rows' data keys, in order: unwrapped elsewhere when there are many and a place is given, else here. */
-  private async unwrapRows(rows: readonly KeyRow[]): Promise<Buffer[]> {
     await holdMastersOf(this.keyring, rows);
-    if (this.unwrapElsewhere && rows.length >= UNWRAP_ELSEWHERE_MIN) {
-      const task = unwrapTaskOf(this.keyring, rows);
-      try {
-        const keys = await this.unwrapElsewhere(task);
-        if (keys.length === rows.length) return keys;
-      } catch {
-        // The other thread failed (or a key did not open there): unwrapped here, where a bad key throws its error.
-      }
-    }
-    return rows.map((r) => unwrapRow(this.keyring, r));
+    for (const r of rows) this.cache.set(`${r.shop_id}/${r.contact_id}`, { keyId: r.key_id, key: unwrapRow(this.keyring, r) });
   }
 
   /** Waits for the look-ups in progress. */
@@ -212,8 +163,8 @@ export class ContactKeys {
         WHERE (c.shop_id, c.contact_id) IN (SELECT * FROM unnest(${of.map((p) => p.shop)}::uuid[], ${of.map((p) => p.contact)}::uuid[]))`,
         keyRow,
       );
-      const unwrapped = await this.unwrapRows(rows);
-      rows.forEach((row, i) => found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: unwrapped[i] }));
+      await holdMastersOf(this.keyring, rows);
+      for (const row of rows) found.set(k(row.shop_id, row.contact_id), { keyId: row.key_id, key: unwrapRow(this.keyring, row) });
     };
     await readBack(pairs);
     const missing = pairs.filter((p) => !found.has(k(p.shop, p.contact)));

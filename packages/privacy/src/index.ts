@@ -4,9 +4,6 @@ export {
   KeyCache,
   contactStates,
   makeDataKeys,
-  unwrapTaskOf,
-  UNWRAP_ELSEWHERE_MIN,
-  type UnwrapElsewhere,
   type ContactRef,
   type ContactStates,
   type DataKey,
@@ -16,11 +13,6 @@ export {
 export {
   sealEventRecords,
   sealEventRecord,
-  unsealedEventRecord,
-  sealHere,
-  sealedValue,
-  eventSealAad,
-  type UnsealedRecord,
   sealPersonal,
   sealedPartJson,
   splitPersonal,
@@ -34,4 +26,3 @@ export { withoutErasedContacts } from './erasedContacts.js';
 export { erasureJobs, runErasureJob } from './erasureJobs.js';
 export { startErasureWorker, type ErasureWorker } from './erasureWorker.js';
 export { rotateMasterKey } from './rotateMasterKey.js';
-export type { Sealed, UnwrapTask } from './aead.js';

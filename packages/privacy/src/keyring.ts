@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import { KEY_BYTES, newKey, openWrapped, seal } from './aead.js';
+import { KEY_BYTES, newKey, open, seal } from './aead.js';
 
 /** The settings a keyring is read from: PRIVACY_MASTER_KEY and PRIVACY_MASTER_KEY_FILE (a service's env). */
 export interface MasterKeySettings {
@@ -34,8 +34,6 @@ export interface Keyring {
   knows(masterId: string): boolean;
   /** Unwraps what wrap made; UnknownMasterKeyError when no key of the ring has that fingerprint. */
   unwrap(masterId: string, wrapped: string, aad: string): Buffer;
-  /** The master key with this fingerprint, for an unwrap done by another thread of this process (dataKeys.ts). */
-  keyOf(masterId: string): Buffer | undefined;
   /** Reads the keys again (a file or the database may have gained one: a rotation run by the CLI). */
   reload(): Promise<void>;
 }
@@ -136,11 +134,11 @@ function ringOver(first: { keys: Buffer[]; from: string }, load: () => Promise<{
       return { masterId: currentId, wrapped: `${s.iv}.${s.data}` };
     },
     knows: (masterId) => byId.has(masterId),
-    keyOf: (masterId) => byId.get(masterId),
     unwrap(masterId, wrapped, aad) {
       const key = byId.get(masterId);
       if (!key) throw new UnknownMasterKeyError(`no master key with fingerprint ${masterId} is configured (${loaded.from})`);
-      return openWrapped(key, wrapped, aad);
+      const [iv, data] = wrapped.split('.');
+      return open(key, { iv, data }, aad);
     },
     async reload() {
       loaded = await load();

@@ -9,7 +9,7 @@ import {
 } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import type { Queryable } from '@shopstream/db';
-import { open, seal, type Sealed } from './aead.js';
+import { open, seal } from './aead.js';
 import { contactStates, type ContactKeys, type ContactStates, type DataKey, type KeyCache } from './dataKeys.js';
 
 export const erasedRecords = counter(
@@ -21,18 +21,13 @@ export const erasedRecords = counter(
 /** What a sealed value is bound to: it opens only in its own record, for its own contact. */
 const sealAad = (shopId: string, activityId: string, contactId: string) => `${shopId}/${activityId}/${contactId}`;
 
-/** What the personal fields of a record (its shop, activity and contact) are sealed bound to. */
-export const eventSealAad = (ids: { shopId: string; activityId: string; contactId: string }): string => sealAad(ids.shopId, ids.activityId, ids.contactId);
-
 /** The sealed part of a record, as it is written: the algorithm, the data key's id, the nonce and the ciphertext. */
 type SealedPart = SealedEventRecord['sealed'];
 
-/** A record's sealed part as it is written, from the data key and the AEAD's output. */
-const sealedPart = (k: DataKey, s: Sealed): SealedPart => ({ alg: 'A256GCM', key_id: k.keyId, iv: s.iv, data: s.data });
-
 /** Seals the JSON of a record's personal fields under its contact's data key, bound to that record and contact. */
 export function sealPersonal(k: DataKey, ids: { shopId: string; activityId: string; contactId: string }, personal: Buffer | string): SealedPart {
-  return sealedPart(k, seal(k.key, personal, eventSealAad(ids)));
+  const s = seal(k.key, personal, sealAad(ids.shopId, ids.activityId, ids.contactId));
+  return { alg: 'A256GCM', key_id: k.keyId, iv: s.iv, data: s.data };
 }
 
 /**
@@ -64,8 +59,11 @@ export const contactPersonal = (c: ResolvedContact): SealedEventFields['contact'
   name: c.name,
 });
 
-/** A record with a contact, its sealed part left out: the plain fields, the personal fields' JSON and what seals them. */
-function unsealedParts(r: EventRecord & { contact: ResolvedContact }): { plain: Omit<SealedEventRecord, 'sealed'>; personal: string; aad: string } {
+/**
+ * One record with a contact, its personal fields sealed under the contact's data key `k`. Built field by field
+ * (splitPersonal's rest and spread copies cost as much as the AES-GCM call), in the order the spread gave them.
+ */
+export function sealEventRecord(k: DataKey, r: EventRecord & { contact: ResolvedContact }): SealedEventRecord {
   const { metric: m, contact: c } = r;
   const fields: SealedEventFields = {
     name: r.name,
@@ -74,72 +72,26 @@ function unsealedParts(r: EventRecord & { contact: ResolvedContact }): { plain: 
     contact: { email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name },
   };
   return {
-    plain: {
-      activity_id: r.activity_id,
-      shop_id: r.shop_id,
-      activity_key: r.activity_key,
-      event_time: r.event_time,
-      received_at: r.received_at,
-      remote_id: r.remote_id,
-      remote_platform: r.remote_platform,
-      request_id: r.request_id,
-      metric: {
-        metric_name: m.metric_name,
-        value: m.value,
-        context_object_id: m.context_object_id,
-        context_object_type: m.context_object_type,
-        metric_object_id: m.metric_object_id,
-        metric_object_type: m.metric_object_type,
-        deduping_key: m.deduping_key,
-      },
-      contact: { id: c.id },
+    activity_id: r.activity_id,
+    shop_id: r.shop_id,
+    activity_key: r.activity_key,
+    event_time: r.event_time,
+    received_at: r.received_at,
+    remote_id: r.remote_id,
+    remote_platform: r.remote_platform,
+    request_id: r.request_id,
+    metric: {
+      metric_name: m.metric_name,
+      value: m.value,
+      context_object_id: m.context_object_id,
+      context_object_type: m.context_object_type,
+      metric_object_id: m.metric_object_id,
+      metric_object_type: m.metric_object_type,
+      deduping_key: m.deduping_key,
     },
-    personal: JSON.stringify(fields),
-    aad: sealAad(r.shop_id, r.activity_id, c.id),
+    contact: { id: c.id },
+    sealed: sealPersonal(k, { shopId: r.shop_id, activityId: r.activity_id, contactId: c.id }, JSON.stringify(fields)),
   };
-}
-
-/**
- * One record with a contact, its personal fields sealed under the contact's data key `k`. Built field by field
- * (splitPersonal's rest and spread copies cost as much as the AES-GCM call), in the order the spread gave them.
- */
-export function sealEventRecord(k: DataKey, r: EventRecord & { contact: ResolvedContact }): SealedEventRecord {
-  const { plain, personal, aad } = unsealedParts(r);
-  const s = seal(k.key, personal, aad);
-  return { ...plain, sealed: { alg: 'A256GCM', key_id: k.keyId, iv: s.iv, data: s.data } };
-}
-
-/**
- * A record whose personal fields are still to be sealed: its JSON before and after the sealed part's value, and
- * what sealing takes (the data key, the personal fields' JSON, the additional data binding them to the record).
- * Sealed where the caller chooses (ingest: a bulk's records in a worker thread, sealOff.ts), then finished by
- * sealedValue into the exact bytes sealEventRecord's record serialises to.
- */
-export interface UnsealedRecord {
-  dataKey: DataKey;
-  aad: string;
-  personal: Buffer | string;
-  /** The record's JSON up to the sealed part's value (it ends with `"sealed":`). */
-  before: Buffer | string;
-  /** The record's JSON after the sealed part's value. */
-  after: string;
-}
-
-/** A record of ingest's to be sealed (sealEventRecord's record, its sealing put off). */
-export function unsealedEventRecord(k: DataKey, r: EventRecord & { contact: ResolvedContact }): UnsealedRecord {
-  const { plain, personal, aad } = unsealedParts(r);
-  // The sealed part is the record's last field: its JSON without the closing brace is everything before it.
-  const json = JSON.stringify(plain);
-  return { dataKey: k, aad, personal, before: `${json.slice(0, -1)},"sealed":`, after: '}' };
-}
-
-/** Seals the record's personal fields here, on the caller's thread. */
-export const sealHere = (u: UnsealedRecord): Sealed => seal(u.dataKey.key, u.personal, u.aad);
-
-/** The record's value once its personal fields are sealed (`s`, from sealHere or the same call made elsewhere). */
-export function sealedValue(u: UnsealedRecord, s: Sealed): string | Buffer {
-  const part = sealedPartJson(sealedPart(u.dataKey, s));
-  return typeof u.before === 'string' ? u.before + part + u.after : Buffer.concat([u.before, Buffer.from(part + u.after)]);
 }
 
 /**

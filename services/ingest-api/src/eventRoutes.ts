@@ -20,7 +20,6 @@ import type { ContactKeys } from '@shopstream/privacy';
 import type { IngestContext as Runtime } from './index.js';
 import type { ContactResolver } from './contactResolver.js';
 import { BodyWorkerCrashed, type BodyPool } from './bodyPool.js';
-import type { SealPool } from './sealPool.js';
 import { BYTES_READ, isLarge, largeBodyGate, refuseUnreadable } from './largeBodies.js';
 import type { PreparedBody } from './prepareBody.js';
 import { recordEvents, recordPrepared, RETRY_AFTER_SECONDS, type IngestPorts } from './recordEvents.js';
@@ -155,16 +154,8 @@ export function eventRoutes(
   limiter: LeasedRateLimiter = ingestRateLimiter(rt),
   bodies?: BodyPool,
   largeBus?: IngestPorts['bus'],
-  sealer?: SealPool,
 ) {
-  const ports: IngestPorts = {
-    contacts,
-    bus: rt.bus,
-    eventsTopic: rt.topics.events,
-    keys,
-    sendPartBytes: rt.config.INGEST_SEND_PART_BYTES,
-    ...(sealer ? { seal: (records) => sealer.seal(records) } : {}),
-  };
+  const ports: IngestPorts = { contacts, bus: rt.bus, eventsTopic: rt.topics.events, keys, sendPartBytes: rt.config.INGEST_SEND_PART_BYTES };
   // The records of a body prepared in the pool: published by the large-body producer thread when there is one.
   const preparedPorts: IngestPorts = largeBus ? { ...ports, bus: largeBus } : ports;
   // One gate for both endpoints: a single event of unknown length (chunked) takes a turn like a bulk body.

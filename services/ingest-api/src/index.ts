@@ -19,7 +19,6 @@ const ingestConfig = envSchema.pick({
   TRUST_REQUEST_ID: true,
   INGEST_WORKER_NICE: true,
   INGEST_LARGE_BODY_PRODUCER: true,
-  INGEST_SEAL_WORKER: true,
   PRIVACY_MASTER_KEY: true,
   PRIVACY_MASTER_KEY_FILE: true,
 });

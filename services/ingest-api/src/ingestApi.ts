@@ -1,23 +1,17 @@
 import { tracedBus, type Bus } from '@shopstream/bus';
-import { ContactKeys, openKeyring, type UnwrapTask } from '@shopstream/privacy';
+import { ContactKeys, openKeyring } from '@shopstream/privacy';
 import { tracingEnabled } from '@shopstream/telemetry';
 import type { Worker } from 'node:worker_threads';
 import type { KafkaSettings, StartedService } from '@shopstream/runtime';
 import { BodyPool, spawnBodyWorker } from './bodyPool.js';
 import { createContactResolver } from './contactResolver.js';
-import { SealPool } from './sealPool.js';
 import { WorkerPublisher } from './publisher.js';
 import { eventRoutes, ingestRateLimiter, shedOverLimit, shedUnknownKeys } from './eventRoutes.js';
 import type { IngestContext } from './index.js';
 
 /** The service, the workers of its body pool started by `spawn` (tests: one that crashes). */
 export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promise<StartedService> {
-  // Bulk requests' AES-GCM work (sealing, and unwrapping their contacts' keys) in a thread of its own.
-  const sealer = rt.config.INGEST_SEAL_WORKER ? new SealPool(rt.logger) : undefined;
-  const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), {
-    lingerMs: rt.config.INGEST_LINGER_MS,
-    ...(sealer ? { unwrapElsewhere: (task: UnwrapTask) => sealer.unwrap(task) } : {}),
-  });
+  const keys = new ContactKeys(rt.db, await openKeyring({ env: rt.config, db: rt.db, logger: rt.logger }), { lingerMs: rt.config.INGEST_LINGER_MS });
   // The contacts' keys ride on their look-ups: read with the contacts found, inserted with the contacts made.
   const contacts = createContactResolver(rt.db, { lingerMs: rt.config.INGEST_LINGER_MS, keys });
   const limiter = ingestRateLimiter(rt);
@@ -32,7 +26,7 @@ export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promis
   const publisher = bodies && rt.kafka && rt.config.INGEST_LARGE_BODY_PRODUCER ? largeBodyPublisher(rt, rt.kafka) : undefined;
   // Traced like the process's bus (runtime.ts): the send's span is the request's child, its traceparent on the records.
   const largeBus = publisher && (tracingEnabled() ? tracedBus({ messagingSystem: 'kafka', publish: publisher.publish.bind(publisher) } as Bus) : publisher);
-  const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus, sealer);
+  const { router, openapi } = eventRoutes(rt, contacts, keys, limiter, bodies, largeBus);
   return {
     name: 'ingest-api',
     router,
@@ -44,7 +38,6 @@ export async function ingestApi(rt: IngestContext, spawn?: () => Worker): Promis
       await limiter.close();
       await bodies?.close();
       await publisher?.close();
-      await sealer?.close();
     },
   };
 }

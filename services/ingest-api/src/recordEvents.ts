@@ -1,17 +1,7 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError } from '@shopstream/http';
-import {
-  contactPersonal,
-  eventSealAad,
-  sealedValue,
-  sealHere,
-  unsealedEventRecord,
-  type ContactKeys,
-  type DataKey,
-  type Sealed,
-  type UnsealedRecord,
-} from '@shopstream/privacy';
+import { contactPersonal, sealEventRecord, sealedPartJson, sealPersonal, type ContactKeys, type DataKey } from '@shopstream/privacy';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
 import { activityId, activityKey, buildRecord } from '@shopstream/records';
@@ -33,11 +23,6 @@ export interface IngestPorts {
   sendPartBytes?: number;
   /** The contacts' data keys the personal fields are sealed with (docs/privacy.md). */
   keys: ContactKeys;
-  /**
-   * Seals a request's records elsewhere (in order): ingest's seal worker for a bulk's (sealPool.ts). Undefined
-   * (or when it answers undefined: too few to be worth the round trip, or the worker failed): on the event loop.
-   */
-  seal?: (records: readonly UnsealedRecord[]) => Promise<Sealed[] | undefined>;
 }
 
 export interface IngestRequest {
@@ -60,20 +45,10 @@ const eventsCounter = counter(
   ['endpoint', 'outcome'],
 );
 
-/** A record whose value is complete once its personal fields are sealed. */
-interface ToSeal {
-  key: string;
-  headers: Record<string, string>;
-  unsealed: UnsealedRecord;
-}
-
-/**
- * An item once validated: its field errors, or its activity id, the contact to resolve and its record given the
- * contact (with a contact: the record to seal).
- */
+/** An item once validated: its field errors, or its activity id, the contact to resolve and its record given the contact. */
 type Checked =
   | { ok: false; fields: Record<string, string> }
-  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null, key: DataKey | undefined) => OutgoingRecord | ToSeal };
+  | { ok: true; id: string; contact: ContactQuery | undefined; record: (contact: ResolvedContact | null, key: DataKey | undefined) => OutgoingRecord };
 
 /**
  * Records events: validates each one alone, resolves the contacts of the valid ones (one batch for the
@@ -102,8 +77,7 @@ export async function recordEvents(ports: IngestPorts, req: IngestRequest, items
         const built = buildRecord(event, { id, key, contact, shopId: req.shopId, requestId: req.requestId, receivedAt });
         // The one place personal data is sealed before it reaches the log (docs/privacy.md), here and below.
         // `built.contact` is `contact`: narrowed here, not copied (a spread of the record costs as much as sealing it).
-        if (!contact || !dataKey) return eventsTopic.record(built);
-        return { key: req.shopId, headers: eventsTopic.recordHeaders(built), unsealed: unsealedEventRecord(dataKey, built as EventRecord & { contact: ResolvedContact }) };
+        return eventsTopic.record(contact && dataKey ? sealEventRecord(dataKey, built as EventRecord & { contact: ResolvedContact }) : built);
       },
     };
   });
@@ -136,16 +110,11 @@ export async function recordPrepared(ports: IngestPorts, req: IngestRequest, ite
           bytes.subarray(p.personal.at, p.personal.at + p.personal.length),
           Buffer.from(`${JSON.stringify(contactPersonal(contact))}}`),
         ]);
+        const sealed = sealPersonal(dataKey, { shopId: req.shopId, activityId: p.id, contactId: contact.id }, personal);
         return {
           key: req.shopId,
+          value: Buffer.concat([head, Buffer.from(`${JSON.stringify({ id: contact.id })},"sealed":${sealedPartJson(sealed)}${tail}`)]),
           headers,
-          unsealed: {
-            dataKey,
-            aad: eventSealAad({ shopId: req.shopId, activityId: p.id, contactId: contact.id }),
-            personal,
-            before: Buffer.concat([head, Buffer.from(`${JSON.stringify({ id: contact.id })},"sealed":`)]),
-            after: tail,
-          },
         };
       },
     };
@@ -181,7 +150,7 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
 
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
-  const built: (OutgoingRecord | ToSeal)[] = [];
+  const records: OutgoingRecord[] = [];
   for (const { index, item } of valid) {
     const { id } = item;
     const contact = resolved.get(index) ?? null;
@@ -192,10 +161,9 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     const dataKey = contact ? dataKeys?.get(contact.id) : undefined;
     // Never a contact's personal fields in plaintext on the log: no key, no record.
     if (contact && !dataKey) throw new Error(`no data key for contact ${contact.id}`);
-    built.push(item.record(contact, dataKey));
+    records.push(item.record(contact, dataKey));
     await slice();
   }
-  const records = await sealed(built, ports.seal, slice);
 
   const invalidCount = checked.length - valid.length;
   const parts = partsOf(records, ports.sendPartBytes ?? 0);
@@ -226,31 +194,6 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     if (!p.ok) return { status: 'error', error: { code: 'validation_error', message: 'The event is not valid.', fields: p.fields } };
     return { status: 'success', event: accepted.get(index)! };
   });
-}
-
-const isToSeal = (r: OutgoingRecord | ToSeal): r is ToSeal => 'unsealed' in r;
-
-/**
- * The records with their personal fields sealed: a request's all at once by `seal` when it takes them, else here,
- * yielding between records as the rest of the request does (a large record takes a tenth of a millisecond).
- */
-async function sealed(built: (OutgoingRecord | ToSeal)[], seal: IngestPorts['seal'], slice: () => Promise<void> | undefined): Promise<OutgoingRecord[]> {
-  const unsealed: UnsealedRecord[] = [];
-  for (const r of built) if (isToSeal(r)) unsealed.push(r.unsealed);
-  if (unsealed.length === 0) return built as OutgoingRecord[];
-  const elsewhere = seal ? await seal(unsealed) : undefined;
-  const out: OutgoingRecord[] = [];
-  let i = 0;
-  for (const r of built) {
-    if (!isToSeal(r)) {
-      out.push(r);
-      continue;
-    }
-    const part = elsewhere ? elsewhere[i++] : sealHere(r.unsealed);
-    out.push({ key: r.key, value: sealedValue(r.unsealed, part), headers: r.headers });
-    if (!elsewhere) await slice();
-  }
-  return out;
 }
 
 /** The records in order, in parts of about `maxBytes` of values each (one part when 0 or when they weigh less). */

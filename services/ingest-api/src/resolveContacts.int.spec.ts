@@ -1,14 +1,12 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { queryRows, sql, type Queryable, type SQLQuery } from '@shopstream/db';
-import { ContactKeys, keyringOf, UNWRAP_ELSEWHERE_MIN } from '@shopstream/privacy';
-import { createLogger } from '@shopstream/telemetry';
+import { ContactKeys, keyringOf } from '@shopstream/privacy';
 import { createTestShop, startTestRuntime, startTestServer, type TestServer } from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from './index.js';
 import { contactRow, resolveContacts } from './resolveContacts.js';
 import { createContactResolver } from './contactResolver.js';
-import { SealPool } from './sealPool.js';
 
 let rt: Runtime;
 let server: TestServer;
@@ -243,53 +241,5 @@ describe('data keys carried by the resolution', () => {
     expect(found.get(old.id)).toEqual({ keyId: made.keyId, key: made.key });
     expect(found.get(fresh.id)!.keyId).toBe(rows.find((r) => r.contact === fresh.id)!.keyId);
     await keys.close();
-  });
-});
-
-describe('data keys unwrapped in the seal worker', () => {
-  /** `n` existing contacts of a new shop, each with a stored key made as ingest makes them. */
-  async function contactsWithKeys(n: number) {
-    const shop = await createTestShop(rt);
-    const keyring = keyringOf([randomBytes(32)]);
-    const emails = Array.from({ length: n }, (_, i) => `k${i}@example.com`);
-    const ids = [];
-    for (const email of emails) ids.push(await insertContact(shop.shopId, { email }));
-    const made = new ContactKeys(rt.db, keyring).makeFor(shop.shopId, ids);
-    for (const m of made) {
-      await rt.db.query(
-        sql`INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped) VALUES (${shop.shopId}, ${m.contact}, ${m.keyId}, ${m.masterId}, ${m.wrapped})`,
-      );
-    }
-    return { shop, keyring, emails, made };
-  }
-
-  it('a bulk of stored keys is unwrapped by the worker to the keys that were made; a failing worker leaves them to this thread', async () => {
-    const { shop, keyring, emails, made } = await contactsWithKeys(UNWRAP_ELSEWHERE_MIN + 2);
-    const pool = new SealPool(createLogger('resolve-contacts-test', 'silent'));
-    let asked = 0;
-    const keys = new ContactKeys(rt.db, keyring, { unwrapElsewhere: (t) => (asked++, pool.unwrap(t)) });
-    let failedAsked = 0;
-    const failing = new ContactKeys(rt.db, keyring, { unwrapElsewhere: async () => (failedAsked++, Promise.reject(new Error('the worker ended'))) });
-    try {
-      for (const k of [keys, failing]) {
-        const resolved = await resolveContacts(
-          rt.db,
-          shop.shopId,
-          emails.map((email) => ({ email })),
-          k,
-        );
-        const found = await k.forContacts(
-          shop.shopId,
-          resolved.map((c) => c.id),
-        );
-        for (const m of made) expect(found.get(m.contact)).toEqual({ keyId: m.keyId, key: m.key });
-      }
-      expect(asked).toBe(1);
-      expect(failedAsked).toBe(1);
-    } finally {
-      await keys.close();
-      await failing.close();
-      await pool.close();
-    }
   });
 });
