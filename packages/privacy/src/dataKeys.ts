@@ -91,6 +91,13 @@ interface KeyRequest {
 export class ContactKeys {
   /** By `<shop>/<contact>`. */
   private readonly cache = new KeyMemory<DataKey>();
+  /**
+   * Key rows read with their contacts (remember), by `<shop>/<contact>`, unwrapped when a request first needs the key
+   * (forContacts): not in the contact resolver's flush, which a shop's concurrent requests wait for one at a time
+   * (unwrapping there lengthened every request of the shop: bench/README.md, "Sealing off and on"). Kept as the
+   * keys are (KEY_TTL_MS at most, forgotten on an erasure).
+   */
+  private readonly wrapped = new KeyMemory<KeyRow>();
   private readonly batcher;
 
   constructor(
@@ -112,10 +119,27 @@ export class ContactKeys {
   async forContacts(shopId: string, contactIds: string[]): Promise<Map<string, DataKey>> {
     const out = new Map<string, DataKey>();
     const missing: string[] = [];
+    const toUnwrap: KeyRow[] = [];
     for (const id of new Set(contactIds)) {
-      const hit = this.cache.get(`${shopId}/${id}`);
-      if (hit) out.set(id, hit);
+      const name = `${shopId}/${id}`;
+      const hit = this.cache.get(name);
+      if (hit) {
+        out.set(id, hit);
+        continue;
+      }
+      const row = this.wrapped.get(name);
+      if (row) toUnwrap.push(row);
       else missing.push(id);
+    }
+    if (toUnwrap.length > 0) {
+      await holdMastersOf(this.keyring, toUnwrap);
+      for (const row of toUnwrap) {
+        const name = `${row.shop_id}/${row.contact_id}`;
+        const k = { keyId: row.key_id, key: unwrapRow(this.keyring, row) };
+        this.cache.set(name, k);
+        this.wrapped.delete(name);
+        out.set(row.contact_id, k);
+      }
     }
     if (missing.length === 0) return out;
     const request: KeyRequest = { shopId, contactIds: missing };
@@ -137,13 +161,14 @@ export class ContactKeys {
 
   /**
    * Keys inserted with their contacts (makeFor), or read in the statement that found them: remembered, so the
-   * request's forContacts finds them without a look-up of its own.
+   * request's forContacts finds them without a look-up of its own. A row read is unwrapped there, not here.
    */
   async remember(keys: { made?: readonly MadeKey[]; rows?: readonly KeyRow[] }): Promise<void> {
     for (const m of keys.made ?? []) this.cache.set(`${m.shop}/${m.contact}`, { keyId: m.keyId, key: m.key });
-    const rows = (keys.rows ?? []).filter((r) => this.cache.get(`${r.shop_id}/${r.contact_id}`) === undefined);
-    await holdMastersOf(this.keyring, rows);
-    for (const r of rows) this.cache.set(`${r.shop_id}/${r.contact_id}`, { keyId: r.key_id, key: unwrapRow(this.keyring, r) });
+    for (const r of keys.rows ?? []) {
+      const name = `${r.shop_id}/${r.contact_id}`;
+      if (this.cache.get(name) === undefined) this.wrapped.set(name, r);
+    }
   }
 
   /** Waits for the look-ups in progress. */

@@ -242,4 +242,29 @@ describe('data keys carried by the resolution', () => {
     expect(found.get(fresh.id)!.keyId).toBe(rows.find((r) => r.contact === fresh.id)!.keyId);
     await keys.close();
   });
+
+  it("a stored key is unwrapped by the request that seals with it, not in the resolution: one that does not open fails that request alone", async () => {
+    const shop = await createTestShop(rt);
+    const keys = new ContactKeys(rt.db, keyringOf([randomBytes(32)]));
+    const badId = await insertContact(shop.shopId, { email: 'bad@example.com' });
+    const goodId = await insertContact(shop.shopId, { email: 'good@example.com' });
+    const [bad, good] = keys.makeFor(shop.shopId, [badId, goodId]);
+    // bad's row holds a key wrapped for another contact: it does not unwrap for this one.
+    const [elsewhere] = keys.makeFor(shop.shopId, [randomUUID()]);
+    for (const [contact, m] of [
+      [badId, { ...bad, wrapped: elsewhere.wrapped }],
+      [goodId, good],
+    ] as const) {
+      await rt.db.query(
+        sql`INSERT INTO contact_keys (shop_id, contact_id, key_id, master_id, wrapped) VALUES (${shop.shopId}, ${contact}, ${m.keyId}, ${m.masterId}, ${m.wrapped})`,
+      );
+    }
+
+    // The shop's resolution (what its concurrent requests wait for together) does not unwrap: it succeeds for both.
+    const resolved = await resolveContacts(rt.db, shop.shopId, [{ email: 'bad@example.com' }, { email: 'good@example.com' }], keys);
+    expect(resolved.map((c) => c.id)).toEqual([badId, goodId]);
+    expect((await keys.forContacts(shop.shopId, [goodId])).get(goodId)).toEqual({ keyId: good.keyId, key: good.key });
+    await expect(keys.forContacts(shop.shopId, [badId])).rejects.toThrow();
+    await keys.close();
+  });
 });
