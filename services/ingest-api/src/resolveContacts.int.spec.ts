@@ -243,7 +243,7 @@ describe('data keys carried by the resolution', () => {
     await keys.close();
   });
 
-  it("a stored key is unwrapped by the request that seals with it, not in the resolution: one that does not open fails that request alone", async () => {
+  it('a stored key is unwrapped by the request that seals with it, not in the resolution: one that does not open fails that request alone', async () => {
     const shop = await createTestShop(rt);
     const keys = new ContactKeys(rt.db, keyringOf([randomBytes(32)]));
     const badId = await insertContact(shop.shopId, { email: 'bad@example.com' });
