@@ -7,13 +7,14 @@ import {
   type BatchContext,
   type Bus,
   type BusRecord,
+  type OutgoingRecord,
   topicOf,
   type TopicNames,
   superviseConsumer,
   traceBatch,
   type BatchTrace,
 } from '@shopstream/bus';
-import { appendToOutbox, startOutboxRelay, type EmittedRecord, type OutboxRelay } from './outbox.js';
+import { appendMarked, appendToOutbox, HeldRecords, startOutboxRelay, type EmittedRecord, type HoldMarked, type OutboxRelay } from './outbox.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -50,6 +51,13 @@ export interface ProjectionLogic<T> {
    * announces in the projection's first table (a metric event's id is its activity's, a trigger's its row's).
    */
   apply(tx: Queryable, records: ValidRecord<T>[]): Promise<EmittedRecord[]>;
+  /**
+   * Rebuilds emitted records from the projection's tables by the refs apply gave them (EmittedRecord.ref), in
+   * their order, leaving out those whose rows are gone (an erasure): for a crash between a live batch's commit
+   * and its relay, which leaves only the batch's mark row in the outbox (appendMarked). A projection without it
+   * (or a record without a ref) puts its records in the outbox whole.
+   */
+  recover?(q: Queryable, refs: string[]): Promise<OutgoingRecord[]>;
   /** Runs before a batch's transaction: e.g. bring in-memory state up to the records' time. */
   prepare?(records: ValidRecord<T>[]): Promise<void>;
   readiness?: Record<string, () => Promise<boolean>>;
@@ -135,6 +143,12 @@ export interface ApplyMode {
    * and the rebuild applied), so a rebuild emits nothing twice.
    */
   unemitted?(tx: Queryable, emitted: EmittedRecord[]): Promise<EmittedRecord[]>;
+  /**
+   * Set in the live run of a projection that can recover its records: a batch's emitted records go to the
+   * outbox as one mark row per topic (`mark`: the projection's name), and their topic's relay in this process
+   * publishes them from memory (appendMarked).
+   */
+  marks?: { name: string; hold: HoldMarked };
   /** What becomes of records that cannot be applied: live sends them to the dead-letter topic. */
   reject(rejected: Rejected[]): Promise<void>;
   /** `messaging.system` of the bus the records come from, for the consumer spans (tracing on). */
@@ -222,7 +236,10 @@ async function applyValid<T>(
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
-        if (mode.emit) await appendToOutbox(tx, mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted);
+        if (mode.emit) {
+          const out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
+          await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
+        }
       }
       await tx.query(sql`
         INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
@@ -311,18 +328,31 @@ export const liveGroupId = (groupPrefix: string, def: Pick<ProjectionDefinition<
 /**
  * Runs a projection live: records that fail the schema, or that the database refuses for their data, go to
  * `<topic>.dlq` with the reason in a header; the rest are applied in one transaction per batch with the
- * projection's checkpoint; what they emit is appended to the outbox in that transaction and relayed to its
- * topic after the commit (each commit kicks the relay; a timer covers records a crash left behind; stop
- * relays once more). The log's group position is committed after the transaction.
+ * projection's checkpoint; what they emit is appended to the outbox in that transaction, one packed row per
+ * topic, and relayed to its topic after the commit from this process's memory (each commit kicks the relay; a
+ * timer covers rows a crash left behind, read back from their columns; stop relays once more). The log's group
+ * position is committed after the transaction.
  */
 export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: LiveProjectionOptions): Promise<Projection> {
   const groupId = liveGroupId(o.groupPrefix, def);
   const topic = def.source(o.topics);
   const log = o.logger.child({ group: groupId, topic });
   const logic = await def.open({ db: o.db, logger: log, topics: o.topics, env: o.env });
-  const relays: OutboxRelay[] = def
-    .emits(o.topics)
-    .map((e) => startOutboxRelay({ db: o.db, bus: o.bus, logger: log, topic: e.topic, legacyName: e.name, intervalMs: o.relayIntervalMs ?? 1_000 }));
+  const held = new Map<string, HeldRecords>();
+  const relays: OutboxRelay[] = def.emits(o.topics).map((e) => {
+    const records = new HeldRecords();
+    held.set(e.topic, records);
+    return startOutboxRelay({
+      db: o.db,
+      bus: o.bus,
+      logger: log,
+      topic: e.topic,
+      legacyName: e.name,
+      intervalMs: o.relayIntervalMs ?? 1_000,
+      held: records,
+      ...(logic.recover ? { recover: { [def.name]: logic.recover.bind(logic) } } : {}),
+    });
+  });
   const relayAll = (what: string) =>
     Promise.all(relays.map((r) => r.relay().catch((e) => log.warn({ err: e }, `${what} outbox relay failed; the timer retries`))));
   await relayAll('initial');
@@ -331,6 +361,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     checkpointGroup: groupId,
     messagingSystem: o.bus.messagingSystem,
     emit: true,
+    ...(logic.recover ? { marks: { name: def.name, hold: (t: string, seq: string, records: OutgoingRecord[]) => held.get(t)?.hold(seq, records) } } : {}),
     async reject(rejected) {
       if (rejected.length === 0) return;
       await sendToDeadLetters(o.bus, topic, rejected);

@@ -34,7 +34,7 @@ export function registerOpsGauges(db: Db, o: { topics: string[]; projections: st
   return onScrape(async () => {
     const rows = await queryRows(
       db,
-      sql`SELECT topic, count(*)::bigint AS n, extract(epoch FROM now() - min(created_at))::float8 AS age FROM outbox GROUP BY topic`,
+      sql`SELECT topic, sum(records)::bigint AS n, extract(epoch FROM now() - min(created_at))::float8 AS age FROM outbox GROUP BY topic`,
       (r) => ({ topic: String(r.topic), n: Number(r.n), age: Number(r.age) }),
     );
     const rebuilds = await queryRows(

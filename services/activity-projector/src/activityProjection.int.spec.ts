@@ -4,6 +4,7 @@ import { headers as H, schemas, type EventRecord } from '@shopstream/contracts';
 import { projectionSpec, raw, type ProjectionSpec } from '@shopstream/harness/projectionSpec';
 import { eventRecordOf } from '@shopstream/testkit';
 import { activityProjection } from './activityProjection.js';
+import { metricRef, recoverMetricRecords } from './projectActivities.js';
 
 const shop = '0190a2c4-0000-7000-8000-00000000000a';
 const contact = { id: '0190a2c4-0000-7000-8000-0000000000c1', email: 'ada@example.com', phone: null, remote_id: null, name: 'Ada' };
@@ -79,6 +80,21 @@ describe('activity projection (given events records, when applied, then activiti
         ]);
         expect(emitted.map((e) => e.value.id)).toEqual([event(1).activity_id, event(3).activity_id]);
       });
+  });
+
+  it('rebuilds, after a crash, the metric events a batch emitted from their Activity rows: same ids, fields and headers, times in UTC', async () => {
+    const withOffset = event(7, { contact, event_time: '2026-01-01T12:00:07+02:00', remote_id: 'order-7', remote_platform: 'shopify' });
+    const erased = event(8, { contact: { ...contact, id: '0190a2c4-0000-7000-8000-0000000000c2' } });
+    await spec.given(event(6), withOffset, erased).then(async ({ db, emitted }) => {
+      await db.query(sql`DELETE FROM activities WHERE id = ${erased.activity_id}`);
+      const rebuilt = await recoverMetricRecords(db, [event(6), withOffset, erased].map(metricRef));
+      expect(rebuilt.map((r) => r.key)).toEqual([shop, shop]);
+      expect(rebuilt.map((r) => r.headers)).toEqual(emitted.slice(0, 2).map((e) => e.headers));
+      expect(rebuilt.map((r) => JSON.parse(r.value))).toEqual([emitted[0].value, { ...emitted[1].value, event_time: '2026-01-01T10:00:07.000Z' }]);
+      // Field order as emitted, not jsonb's.
+      expect(Object.keys(JSON.parse(rebuilt[1].value))).toEqual(Object.keys(emitted[1].value));
+      expect(Object.keys(JSON.parse(rebuilt[1].value).contact)).toEqual(Object.keys(emitted[1].value.contact));
+    });
   });
 
   it('rejects a record that is not an event record and applies the rest of its batch', async () => {

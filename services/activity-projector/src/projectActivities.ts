@@ -1,7 +1,7 @@
-import { canCopy, copyRows, isUniqueViolation, sql, type Queryable } from '@shopstream/db';
+import { canCopy, copyRows, isUniqueViolation, queryRows, sql, type Queryable, type Row } from '@shopstream/db';
 import type { BusRecord } from '@shopstream/bus';
 import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
-import { metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
+import { metricsTopic, type EventRecord, type MetricEvent, type ResolvedContact } from '@shopstream/contracts';
 
 /**
  * The metric event a new Activity emits: its id is the activity id, so consumers deduplicate by id. Every
@@ -22,6 +22,55 @@ export function metricEventOf(e: EventRecord): MetricEvent {
     remote_id: e.remote_id,
     remote_platform: e.remote_platform,
   };
+}
+
+/** What a metric event is rebuilt from after a crash (recoverMetricRecords): its activity's shop and id. */
+export const metricRef = (e: Pick<EventRecord, 'shop_id' | 'activity_id'>): string => `${e.shop_id}/${e.activity_id}`;
+
+/** A metric event from its Activity row, its fields in metricEventOf's order; times as UTC ISO strings. */
+function metricEventOfRow(r: Row): MetricEvent {
+  const m = r.metric as EventRecord['metric'];
+  const c = r.contact as ResolvedContact | null;
+  return {
+    id: String(r.id),
+    shop_id: String(r.shop_id),
+    activity_id: String(r.id),
+    metric_name: m.metric_name,
+    value: m.value,
+    additional_properties: m.additional_properties,
+    context_object_id: m.context_object_id,
+    context_object_type: m.context_object_type,
+    metric_object_id: m.metric_object_id,
+    metric_object_type: m.metric_object_type,
+    deduping_key: m.deduping_key,
+    name: String(r.name),
+    description: r.description === null ? null : String(r.description),
+    event_time: (r.event_time as Date).toISOString(),
+    recorded_at: (r.recorded_at as Date).toISOString(),
+    contact: c && { id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name },
+    remote_id: r.remote_id === null ? null : String(r.remote_id),
+    remote_platform: r.remote_platform === null ? null : String(r.remote_platform),
+  };
+}
+
+/**
+ * The metric events of the activities named by refs (metricRef), in that order, rebuilt from their rows: for a
+ * crash between a batch's commit and its relay (ProjectionLogic.recover). The same ids and fields as the
+ * records the batch emitted; times in UTC (`…Z`, milliseconds) whatever offset the event came with; no
+ * traceparent. An activity gone meanwhile (its contact erased) gives none.
+ */
+export async function recoverMetricRecords(q: Queryable, refs: string[]) {
+  const pairs = refs.map((r) => r.split('/'));
+  const rows = await queryRows(
+    q,
+    sql`
+    SELECT a.shop_id, a.id, a.name, a.description, a.event_time, a.recorded_at, a.metric, a.contact, a.remote_id, a.remote_platform
+    FROM unnest(${pairs.map((p) => p[0])}::uuid[], ${pairs.map((p) => p[1])}::uuid[]) WITH ORDINALITY AS k(shop_id, id, n)
+    JOIN activities a ON a.shop_id = k.shop_id AND a.id = k.id
+    ORDER BY k.n`,
+    (r) => r,
+  );
+  return rows.map((r) => metricsTopic.record(metricEventOfRow(r)));
 }
 
 export function metricRecord(m: MetricEvent, topic: string, cause?: BusRecord): EmittedRecord {
