@@ -149,7 +149,7 @@ export type RecoverMarked = (q: Queryable, refs: string[]) => Promise<OutgoingRe
  * (`mark`, ProjectionLogic.recover). The records themselves are handed to `hold` under the row's seq: the
  * relay of this process publishes them from memory. Only a crash between the commit and the relay makes a relay
  * rebuild them from the refs. One small row per batch instead of a row per record, written, read back and
- * deleted, took the activity projector from about 7,500 to about 9,500 events/s here (bench/README.md, "The
+ * deleted, took the activity projector from about 7,400 to about 8,700 events/s here (bench/README.md, "The
  * outbox: marks instead of rows"). A batch with a record without a ref goes as rows (appendToOutbox).
  */
 export async function appendMarked(tx: Queryable, records: EmittedRecord[], mark: string, hold: HoldMarked): Promise<void> {

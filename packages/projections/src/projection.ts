@@ -328,10 +328,10 @@ export const liveGroupId = (groupPrefix: string, def: Pick<ProjectionDefinition<
 /**
  * Runs a projection live: records that fail the schema, or that the database refuses for their data, go to
  * `<topic>.dlq` with the reason in a header; the rest are applied in one transaction per batch with the
- * projection's checkpoint; what they emit is appended to the outbox in that transaction, one packed row per
- * topic, and relayed to its topic after the commit from this process's memory (each commit kicks the relay; a
- * timer covers rows a crash left behind, read back from their columns; stop relays once more). The log's group
- * position is committed after the transaction.
+ * projection's checkpoint; what they emit is appended to the outbox in that transaction (a projection with
+ * `recover`: one mark row per topic, its records relayed from this process's memory) and relayed to its topic
+ * after the commit (each commit kicks the relay; a timer covers rows a crash left behind, a mark row's records
+ * rebuilt by `recover`; stop relays once more). The log's group position is committed after the transaction.
  */
 export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: LiveProjectionOptions): Promise<Projection> {
   const groupId = liveGroupId(o.groupPrefix, def);
