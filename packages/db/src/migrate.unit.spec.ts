@@ -25,7 +25,7 @@ describe('migration steps (packages/<package>/migrations/ and services/<name>/mi
   it('keeps every step name existing databases recorded, in the same order, new steps after them', async () => {
     const names = (await migrationSteps()).map((s) => s.name);
     expect(names.slice(0, appliedBeforeOwners.length)).toEqual(appliedBeforeOwners);
-    expect(names.slice(appliedBeforeOwners.length)).toEqual(['017_embedded_demo.sql', '018_privacy.sql']);
+    expect(names.slice(appliedBeforeOwners.length)).toEqual(['017_embedded_demo.sql', '018_privacy.sql', '019_outbox_marks.sql']);
   });
 
   it("gives each table-owning step its parts in order: the packages' first, then the services', each by owner name", async () => {
