@@ -36,6 +36,25 @@ const derivedRecordIdentity = {
 export const recordedMetricSchema = z.object(metricFields).meta({ id: 'RecordedMetric' });
 export type RecordedMetric = z.infer<typeof recordedMetricSchema>;
 
+/**
+ * A metric and a contact as a projection stored them in jsonb (activities.metric, activities.contact), which keeps
+ * keys in its own order, given back in their contract's. The documents were written from validated records:
+ * mapped field by field, not validated again.
+ */
+export const metricInOrder = (m: Record<string, unknown>): RecordedMetric =>
+  ({
+    metric_name: m.metric_name,
+    value: m.value,
+    additional_properties: m.additional_properties,
+    context_object_id: m.context_object_id,
+    context_object_type: m.context_object_type,
+    metric_object_id: m.metric_object_id,
+    metric_object_type: m.metric_object_type,
+    deduping_key: m.deduping_key,
+  }) as RecordedMetric;
+export const contactInOrder = (c: Record<string, unknown> | null): ResolvedContact | null =>
+  c === null ? null : ({ id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name } as ResolvedContact);
+
 /** Value of a record on `events` (schema `event-recorded.v1`), written by ingest-api. */
 export const eventRecordSchema = z
   .object({

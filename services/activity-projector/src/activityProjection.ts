@@ -1,7 +1,7 @@
 import { defineProjection } from '@shopstream/projections';
 import { eventsTopic, metricsTopic } from '@shopstream/contracts';
 import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
-import { metricEventOf, metricRecord, metricRef, projectActivities, recoverMetricRecords } from './projectActivities.js';
+import { metricEventOf, metricRecord, projectActivities, recoverMetricRecords } from './projectActivities.js';
 
 /**
  * `events` -> activities and contact_timeline, and one `metrics` record per new Activity (at least once,
@@ -24,7 +24,7 @@ export const activityProjection = defineProjection({
         // Each metric event continues the trace of the record that created its Activity (its traceparent).
         const causes = new Map(opened.map((r) => [r.value, r.record]));
         // In log order, so each shop's metric events keep the order of its events.
-        return created.map((e) => ({ ...metricRecord(metricEventOf(e), topics.metrics, causes.get(e)), ref: metricRef(e) }));
+        return created.map((e) => metricRecord(metricEventOf(e), topics.metrics, causes.get(e)));
       },
       // A batch's metric events are relayed from memory; after a crash, rebuilt from their Activity rows.
       recover: recoverMetricRecords,

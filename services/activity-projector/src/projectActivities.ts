@@ -1,7 +1,7 @@
 import { canCopy, copyRows, isUniqueViolation, queryRows, sql, type Queryable, type Row } from '@shopstream/db';
 import type { BusRecord } from '@shopstream/bus';
 import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
-import { metricsTopic, type EventRecord, type MetricEvent, type ResolvedContact } from '@shopstream/contracts';
+import { contactInOrder, metricInOrder, metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
 
 /**
  * The metric event a new Activity emits: its id is the activity id, so consumers deduplicate by id. Every
@@ -29,25 +29,16 @@ export const metricRef = (e: Pick<EventRecord, 'shop_id' | 'activity_id'>): stri
 
 /** A metric event from its Activity row, its fields in metricEventOf's order; times as UTC ISO strings. */
 function metricEventOfRow(r: Row): MetricEvent {
-  const m = r.metric as EventRecord['metric'];
-  const c = r.contact as ResolvedContact | null;
   return {
     id: String(r.id),
     shop_id: String(r.shop_id),
     activity_id: String(r.id),
-    metric_name: m.metric_name,
-    value: m.value,
-    additional_properties: m.additional_properties,
-    context_object_id: m.context_object_id,
-    context_object_type: m.context_object_type,
-    metric_object_id: m.metric_object_id,
-    metric_object_type: m.metric_object_type,
-    deduping_key: m.deduping_key,
+    ...metricInOrder(r.metric as Record<string, unknown>),
     name: String(r.name),
     description: r.description === null ? null : String(r.description),
     event_time: new Date(r.event_time as Date | string).toISOString(),
     recorded_at: new Date(r.recorded_at as Date | string).toISOString(),
-    contact: c && { id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name },
+    contact: contactInOrder(r.contact as Record<string, unknown> | null),
     remote_id: r.remote_id === null ? null : String(r.remote_id),
     remote_platform: r.remote_platform === null ? null : String(r.remote_platform),
   };
@@ -73,8 +64,9 @@ export async function recoverMetricRecords(q: Queryable, refs: string[]) {
   return rows.map((r) => metricsTopic.record(metricEventOfRow(r)));
 }
 
+/** The metric event as emitted: with its ref (metricRef), from which it is rebuilt after a crash. */
 export function metricRecord(m: MetricEvent, topic: string, cause?: BusRecord): EmittedRecord {
-  return { topic, ...metricsTopic.record(m), ...(cause ? { cause } : {}) };
+  return { topic, ...metricsTopic.record(m), ref: metricRef(m), ...(cause ? { cause } : {}) };
 }
 
 /** A record whose activity id derives from a key (remote_id or deduping_key): a replay has the same id. */

@@ -1,27 +1,13 @@
 import { z } from 'zod';
 import { queryRow, queryRows, sql, type Queryable } from '@shopstream/db';
 import { contactStore } from '@shopstream/contacts';
-import type { Activity } from '@shopstream/contracts';
+import { contactInOrder, metricInOrder, type Activity } from '@shopstream/contracts';
 import { newestFirst, type PageQuery, type Position } from '../keysetPager.js';
 
 const timestamp = z.union([z.date(), z.string()]).transform((d) => new Date(d).toISOString());
 
-// jsonb stores keys in its own order: give them back in the documented one. The documents are as the
-// activity projector stored them from validated records: mapped field by field, not validated again.
+// jsonb stores keys in its own order: metricInOrder and contactInOrder give them back in the documented one.
 type Doc = Record<string, unknown>;
-const metricOf = (m: Doc) =>
-  ({
-    metric_name: m.metric_name,
-    value: m.value,
-    additional_properties: m.additional_properties,
-    context_object_id: m.context_object_id,
-    context_object_type: m.context_object_type,
-    metric_object_id: m.metric_object_id,
-    metric_object_type: m.metric_object_type,
-    deduping_key: m.deduping_key,
-  }) as Activity['metric'];
-const contactOf = (c: Doc | null) =>
-  c === null ? null : ({ id: c.id, email: c.email, phone: c.phone, remote_id: c.remote_id, name: c.name } as Activity['contact']);
 const doc = z.record(z.string(), z.unknown());
 
 /** A row of activities as `columns` selects it (and its keyset position, `pos`, in listings). */
@@ -31,8 +17,8 @@ const activityRow = z.object({
   description: z.string().nullable(),
   event_time: timestamp,
   recorded_at: timestamp,
-  metric: doc.transform(metricOf),
-  contact: doc.nullable().transform(contactOf),
+  metric: doc.transform(metricInOrder),
+  contact: doc.nullable().transform(contactInOrder),
   remote_id: z.string().nullable(),
   remote_platform: z.string().nullable(),
 });
