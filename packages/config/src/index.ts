@@ -107,6 +107,9 @@ export const envSchema = z.object({
   // `pnpm start` with every service on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers in a worker
   // thread of their own (auto), off the event loop that answers HTTP; off keeps them on it. PGlite: always on it.
   CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),
+  // That thread's nice value (Linux; 0: the process's priority): when the cores are short, HTTP is answered first
+  // and the consumers (their lag) take what is left.
+  CONSUMER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(10),
   // Abuse costs the abuser (packages/http/src/authFailures.ts, services/ingest-api/src/largeBodies.ts).
   // Failed API key look-ups per client address (IPv6: per /64) before 429, and how fast they come back; 0: no limit.
   AUTH_FAILURE_BURST: z.coerce.number().int().min(0).default(20),

@@ -12,6 +12,7 @@
 import { workerData } from 'node:worker_threads';
 import type { Env } from '@shopstream/config';
 import { runServices } from '@shopstream/runtime';
+import { niceThisThread } from '@shopstream/runtime/thread-priority';
 import { migrationSources, services } from './services.js';
 
 export interface ConsumerWorkerData {
@@ -20,6 +21,9 @@ export interface ConsumerWorkerData {
 }
 
 const data = workerData as ConsumerWorkerData;
+// Below the event loop that answers HTTP (CONSUMER_THREAD_NICE): on a machine short of cores, producers are
+// answered first and the consumers take what is left, their lag showing it (bench/README.md#all-in-one).
+niceThisThread(data.env.CONSUMER_THREAD_NICE);
 await runServices(
   services.filter((s) => data.services.includes(s.name)),
   { inThread: true, env: data.env, name: 'consumers', migrations: migrationSources },

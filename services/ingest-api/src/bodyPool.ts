@@ -114,7 +114,7 @@ export class BodyPool {
   }
 }
 
-/** What a body worker is started with: its thread's nice value (INGEST_WORKER_NICE; see threadPriority.ts). */
+/** What a body worker is started with: its thread's nice value (INGEST_WORKER_NICE; see @shopstream/runtime's threadPriority.ts). */
 export interface BodyWorkerData {
   nice: number;
 }

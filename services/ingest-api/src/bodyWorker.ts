@@ -6,7 +6,7 @@
 import type { BodyWorkerData } from './bodyPool.js';
 import { parentPort, workerData } from 'node:worker_threads';
 import { prepareBody, type BodyTask } from './prepareBody.js';
-import { niceThisThread } from './threadPriority.js';
+import { niceThisThread } from '@shopstream/runtime/thread-priority';
 
 niceThisThread((workerData as BodyWorkerData | undefined)?.nice ?? 0);
 

@@ -15,7 +15,7 @@ export interface PublisherConfig {
   publishTimeoutMs: number;
   stallMs: number;
   logLevel: string;
-  /** The thread's nice value (INGEST_WORKER_NICE; see threadPriority.ts). */
+  /** The thread's nice value (INGEST_WORKER_NICE; see @shopstream/runtime's threadPriority.ts). */
   nice: number;
 }
 

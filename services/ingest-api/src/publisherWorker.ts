@@ -7,7 +7,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { BusUnavailableError, createKafkaBus, createPlatformaticKafkaBus, type Bus } from '@shopstream/bus';
 import { createLogger } from '@shopstream/telemetry';
-import { niceThisThread } from './threadPriority.js';
+import { niceThisThread } from '@shopstream/runtime/thread-priority';
 import type { PublisherConfig, PublishAnswer, PublisherMessage } from './publisher.js';
 
 const config = workerData as PublisherConfig;
