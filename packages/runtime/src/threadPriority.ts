@@ -6,7 +6,8 @@ import { setPriority } from 'node:os';
  * /proc/thread-self names it) to `nice` (0-19): ingest's body workers and large-body producer thread call it, so
  * when the cores are short the event loop that answers HTTP is run first and large bodies wait, not the small
  * requests beside them; so does the all-in-one's consumer thread (CONSUMER_THREAD_NICE), so producers are answered
- * first and the projections catch up with what is left. Elsewhere (no /proc), or when refused, nothing changes; answers whether it did.
+ * first and the projections catch up with what is left. Elsewhere (no /proc), or when refused, nothing changes;
+ * answers whether it did.
  */
 export function niceThisThread(nice: number): boolean {
   if (nice <= 0) return false;
