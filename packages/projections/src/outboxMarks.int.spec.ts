@@ -37,11 +37,16 @@ async function published(topic: string) {
   return (await bus.read(topic)).map((r) => ({ n: JSON.parse(r.value.toString()).n as number, key: r.key, header: r.headers.n, from: r.headers.from }));
 }
 const upTo = (n: number) => Array.from({ length: n }, (_, i) => i);
+/** A topic of one partition for one test. */
+async function freshTopic(name: string): Promise<string> {
+  const topic = `${prefix}${name}`;
+  await bus.ensureTopics([{ topic, partitions: 1 }]);
+  return topic;
+}
 
 describe('outbox mark rows (a live projector batch: one row of refs, its records held in memory)', () => {
   it('writes one row of refs per batch and topic, relays the held records from memory, and deletes the row', async () => {
-    const topic = `${prefix}marks-held`;
-    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const topic = await freshTopic('marks-held');
     const held = new HeldRecords();
     // Marked as held, to see that the relay publishes what it holds and does not rebuild the records.
     const mark = (records: OutgoingRecord[]) => records.map((r) => ({ ...r, headers: { ...r.headers, from: 'memory' } }));
@@ -59,8 +64,7 @@ describe('outbox mark rows (a live projector batch: one row of refs, its records
   }, 60_000);
 
   it('rebuilds a mark row no process holds (left by a crash) by its projection, in seq order with plain rows around it, leaving out what is gone', async () => {
-    const topic = `${prefix}marks-crash`;
-    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const topic = await freshTopic('marks-crash');
     await db.tx((tx) => appendToOutbox(tx, emitted(topic, 0, 2)));
     // Held by a process that then died: nothing holds it now.
     await db.tx((tx) => appendMarked(tx, emitted(topic, 2, 50), 'test', () => {}));
@@ -85,8 +89,7 @@ describe('outbox mark rows (a live projector batch: one row of refs, its records
   }, 60_000);
 
   it('sends a held row larger than the round in parts (a probe is one record), deleting the row once all of it went out', async () => {
-    const topic = `${prefix}marks-parts`;
-    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const topic = await freshTopic('marks-parts');
     const held = new HeldRecords();
     await db.tx((tx) => appendMarked(tx, emitted(topic, 0, 25), 'test', (_t, seq, records) => held.hold(seq, records)));
     await db.tx((tx) => appendToOutbox(tx, emitted(topic, 25, 1)));
@@ -98,8 +101,7 @@ describe('outbox mark rows (a live projector batch: one row of refs, its records
   }, 60_000);
 
   it('never sends twice what a relay of another process sent: an entry held for a row already relayed is dropped', async () => {
-    const topic = `${prefix}marks-replica`;
-    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const topic = await freshTopic('marks-replica');
     const held = new HeldRecords();
     const hold = (_t: string, seq: string, records: OutgoingRecord[]) => held.hold(seq, records);
     await db.tx((tx) => appendMarked(tx, emitted(topic, 0, 5), 'test', hold));
@@ -113,8 +115,7 @@ describe('outbox mark rows (a live projector batch: one row of refs, its records
   }, 60_000);
 
   it('writes a batch with a record without a ref as rows, which relay as before', async () => {
-    const topic = `${prefix}marks-noref`;
-    await bus.ensureTopics([{ topic, partitions: 1 }]);
+    const topic = await freshTopic('marks-noref');
     const records = [...emitted(topic, 0, 2), { topic, ...recordOf(2) }];
     const held = new HeldRecords();
     await db.tx((tx) => appendMarked(tx, records, 'test', (_t, seq, r) => held.hold(seq, r)));

@@ -1,4 +1,4 @@
-import { canCopy, copyRows, isUniqueViolation, queryRows, sql, type Queryable, type Row } from '@shopstream/db';
+import { canCopy, copyRows, isUniqueViolation, sql, type Queryable, type Row } from '@shopstream/db';
 import type { BusRecord } from '@shopstream/bus';
 import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
 import { contactInOrder, metricInOrder, metricsTopic, type EventRecord, type MetricEvent } from '@shopstream/contracts';
@@ -52,15 +52,11 @@ function metricEventOfRow(r: Row): MetricEvent {
  */
 export async function recoverMetricRecords(q: Queryable, refs: string[]) {
   const pairs = refs.map((r) => r.split('/'));
-  const rows = await queryRows(
-    q,
-    sql`
+  const rows = await q.query(sql`
     SELECT a.shop_id, a.id, a.name, a.description, a.event_time, a.recorded_at, a.metric, a.contact, a.remote_id, a.remote_platform
     FROM unnest(${pairs.map((p) => p[0])}::uuid[], ${pairs.map((p) => p[1])}::uuid[]) WITH ORDINALITY AS k(shop_id, id, n)
     JOIN activities a ON a.shop_id = k.shop_id AND a.id = k.id
-    ORDER BY k.n`,
-    (r) => r,
-  );
+    ORDER BY k.n`);
   return rows.map((r) => metricsTopic.record(metricEventOfRow(r)));
 }
 
