@@ -41,7 +41,7 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
     mode: 'producer',
     client,
     brokers: b.infra.brokers,
-    topic: b.topics.events,
+    topic: b.bareTopic,
     seed: `aio-bare-producer-${Date.now()}`,
     concurrency: 8,
     bulkSize: 100,

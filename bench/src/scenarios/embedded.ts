@@ -161,7 +161,7 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
   const bare = await b.load({
     mode: 'producer',
     brokers: b.infra.brokers,
-    topic: b.topics.events,
+    topic: b.bareTopic,
     seed: `emb-bare-${Date.now()}`,
     durationMs: b.opts.durationMs,
     warmupMs: b.opts.warmupMs,

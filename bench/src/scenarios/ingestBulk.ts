@@ -12,6 +12,8 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
   const concurrency = b.opts.concurrency ?? 8;
   const common = { durationMs: b.opts.durationMs, warmupMs: b.opts.warmupMs, shops: b.shops, concurrency, bulkSize: 100 };
   const contacts = await b.seedContacts();
+  // The bare producer's topic (Bench.bareTopic) with the services' own.
+  await b.createTopics();
   const { run, skipped } = chooseKafkaClients(b.opts.kafkaClients);
   const rows: Row[] = [];
   const details: Record<string, unknown> = { contactsBefore: contacts, concurrency, bulkSize: 100, skipped };
@@ -22,7 +24,7 @@ export async function ingestBulk(b: Bench): Promise<ScenarioResult> {
     await b.stopChild(child);
     let bare;
     try {
-      bare = await b.load({ mode: 'producer', client, brokers: b.infra.brokers, topic: b.topics.events, seed: `bare-${client}-${Date.now()}`, ...common });
+      bare = await b.load({ mode: 'producer', client, brokers: b.infra.brokers, topic: b.bareTopic, seed: `bare-${client}-${Date.now()}`, ...common });
     } catch (e) {
       skipped.push({ client, reason: `bare ${client} producer failed: ${String(e).slice(0, 200)}` });
     }
