@@ -210,6 +210,32 @@ export async function applyBatch<T>(
   }
 }
 
+/**
+ * The checkpoint of the batch's partition, locked for this transaction, as it was (-1 when it has none), and moved
+ * to `next` (never back): one statement, where a read before the batch and a write after it were two round trips
+ * of every batch. Moved before the records are applied, in the same transaction, so it commits with them or not
+ * at all. A transaction of another process on the same partition waits on the lock and then reads what this one
+ * committed (FOR UPDATE reads the newest version after the wait). The upsert takes `prev` as its input, so the row
+ * is read before it is moved.
+ */
+async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>, next: bigint): Promise<bigint> {
+  const was = await queryRow(
+    tx,
+    sql`
+      WITH prev AS (
+        SELECT next_offset FROM projection_offsets WHERE group_id = ${group} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE
+      ), moved AS (
+        INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
+        SELECT ${group}, ${batch.topic}, ${batch.partition}, ${next.toString()}, now() FROM (SELECT count(*) FROM prev) AS after_prev
+        ON CONFLICT (group_id, topic, partition)
+        DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()
+      )
+      SELECT (SELECT next_offset FROM prev) AS next_offset`,
+    (r) => (r.next_offset === null ? null : BigInt(r.next_offset as string)),
+  );
+  return was ?? -1n;
+}
+
 /** applyBatch for the valid records of the batch. */
 async function applyValid<T>(
   def: ProjectionDefinition<T>,
@@ -227,12 +253,7 @@ async function applyValid<T>(
   const commit = (records: ValidRecord<T>[], next: bigint) =>
     db.tx(async (tx) => {
       if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
-      const checkpoint = await queryRow(
-        tx,
-        sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${mode.checkpointGroup} AND topic = ${batch.topic} AND partition = ${batch.partition} FOR UPDATE`,
-        (r) => BigInt(r.next_offset as string),
-      );
-      const from = checkpoint ?? -1n;
+      const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next);
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
@@ -241,11 +262,6 @@ async function applyValid<T>(
           await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
         }
       }
-      await tx.query(sql`
-        INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
-        VALUES (${mode.checkpointGroup}, ${batch.topic}, ${batch.partition}, ${next.toString()}, now())
-        ON CONFLICT (group_id, topic, partition)
-        DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()`);
       return fresh.length;
     });
 

@@ -1,12 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { canCopy, connectPostgres, migrate, openPglite, queryRows, sql, type Db } from '@shopstream/db';
+import { connectPostgres, formatQuery, migrate, openPglite, queryRows, sql, type Db, type Queryable } from '@shopstream/db';
 import type { EventRecord } from '@shopstream/contracts';
 import type { ValidRecord } from '@shopstream/projections';
 import { createTestDatabase, dropTestDatabase, testInfra } from '@shopstream/testkit';
-import { projectActivities } from './projectActivities.js';
+import { COPY_FROM_ROWS, projectActivities } from './projectActivities.js';
 
-/** The projection's write path on a real PostgreSQL (COPY) and on PGlite (multi-row insert): each activity once. */
+/**
+ * The projection's write paths: on a real PostgreSQL, COPY for batches of COPY_FROM_ROWS or more and the
+ * one-statement insert below that; on PGlite, the insert. Each writes each activity once.
+ */
 const shop = randomUUID();
 let n = 0;
 function record(o: { keyed?: boolean; contact?: boolean; text?: string } = {}): EventRecord {
@@ -26,8 +29,14 @@ function record(o: { keyed?: boolean; contact?: boolean; text?: string } = {}): 
 }
 const valid = (rs: EventRecord[]): ValidRecord<EventRecord>[] => rs.map((value, i) => ({ value, record: { offset: String(i) } as never }));
 
-for (const engine of ['postgres', 'pglite'] as const) {
-  describe(`projectActivities on ${engine}`, () => {
+const variants = [
+  { engine: 'postgres', path: 'COPY' },
+  { engine: 'postgres', path: 'insert' },
+  { engine: 'pglite', path: 'insert' },
+] as const;
+
+for (const { engine, path } of variants) {
+  describe(`projectActivities on ${engine}, by ${path}`, () => {
     let db: Db;
     let url: string | undefined;
     beforeAll(async () => {
@@ -43,7 +52,27 @@ for (const engine of ['postgres', 'pglite'] as const) {
       await db?.close();
       if (url) await dropTestDatabase(url);
     });
-    const apply = (rs: EventRecord[]) => db.tx((tx) => projectActivities(tx, valid(rs)));
+    /** The statements of the last apply. */
+    let statements: string[] = [];
+    /** The transaction, its statements recorded (copyRows reaches its client through it). */
+    const watched = (tx: Queryable): Queryable =>
+      new Proxy(tx, {
+        get: (t, k) =>
+          k === 'query'
+            ? (q: Parameters<Queryable['query']>[0]) => (statements.push(formatQuery(q).text), t.query(q))
+            : (Reflect.get(t, k, t) as unknown),
+      });
+    /**
+     * Applies the records, by COPY after COPY_FROM_ROWS new unkeyed fillers when the path is COPY; returns what it
+     * created of the records (the fillers left out).
+     */
+    const apply = async (rs: EventRecord[]) => {
+      const fillers = path === 'COPY' ? Array.from({ length: COPY_FROM_ROWS }, () => record()) : [];
+      statements = [];
+      const created = await db.tx((tx) => projectActivities(watched(tx), valid([...rs, ...fillers])));
+      const filler = new Set(fillers.map((f) => f.activity_id));
+      return created.filter((e) => !filler.has(e.activity_id));
+    };
     const stored = async (rs: EventRecord[]) =>
       queryRows(
         db,
@@ -58,8 +87,12 @@ for (const engine of ['postgres', 'pglite'] as const) {
         }),
       );
 
-    it(`goes by ${engine === 'postgres' ? 'COPY' : 'multi-row insert'}`, async () => {
-      expect(await db.tx(async (tx) => canCopy(tx))).toBe(engine === 'postgres');
+    it(`goes by ${path}`, async () => {
+      expect(await apply([record(), record({ contact: true })])).toHaveLength(2);
+      const copied = statements.some((t) => t.includes('SAVEPOINT project_activities_copy'));
+      expect(copied).toBe(path === 'COPY');
+      // The insert: both tables in one statement.
+      if (path === 'insert') expect(statements).toHaveLength(1);
     });
 
     it('writes every new activity and its timeline entry once, text as given', async () => {
@@ -90,9 +123,11 @@ for (const engine of ['postgres', 'pglite'] as const) {
       const once = record({ contact: true });
       expect(await apply([once])).toHaveLength(1);
       const fresh = [record({ contact: true }), record()];
-      // Not keyed: the COPY meets the stored id, and the batch goes through the insert with ON CONFLICT.
+      // Not keyed: the COPY meets the stored id, and the batch goes through the insert with ON CONFLICT (the
+      // insert's path takes it there at once).
       const created = await apply([fresh[0], once, fresh[1]]);
       expect(created.map((e) => e.activity_id)).toEqual(fresh.map((e) => e.activity_id));
+      expect(statements.some((t) => t.includes('ROLLBACK TO SAVEPOINT project_activities_copy'))).toBe(path === 'COPY');
       expect(await stored([once, ...fresh])).toHaveLength(3);
       const timeline = await db.query(
         sql`SELECT count(*)::int AS n FROM contact_timeline WHERE activity_id = ANY(${[once, ...fresh].map((r) => r.activity_id)}::uuid[])`,
