@@ -58,9 +58,7 @@ for (const { engine, path } of variants) {
     const watched = (tx: Queryable): Queryable =>
       new Proxy(tx, {
         get: (t, k) =>
-          k === 'query'
-            ? (q: Parameters<Queryable['query']>[0]) => (statements.push(formatQuery(q).text), t.query(q))
-            : (Reflect.get(t, k, t) as unknown),
+          k === 'query' ? (q: Parameters<Queryable['query']>[0]) => (statements.push(formatQuery(q).text), t.query(q)) : (Reflect.get(t, k, t) as unknown),
       });
     /**
      * Applies the records, by COPY after COPY_FROM_ROWS new unkeyed fillers when the path is COPY; returns what it
