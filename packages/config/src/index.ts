@@ -20,6 +20,12 @@ export const envSchema = z.object({
   // The embedded database: PostgreSQL from the npm registry's binaries, or PGlite; auto keeps DATA_DIR's own.
   EMBEDDED_DB: z.enum(['auto', 'postgres', 'pglite']).default('auto'),
   DB_POOL_SIZE: int(10),
+  // Statements that repeat run as server-side prepared statements; false for a pooler in transaction mode that
+  // does not keep them per client (PgBouncer before 1.21): docs/operations.md#prepared-statements.
+  DATABASE_PREPARED_STATEMENTS: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   KAFKA_BROKERS: csv.optional(),
   // The Kafka client behind the bus port: @platformatic/kafka (the default: maintained, pure TypeScript, static
   // membership, every `pnpm faults` goal in one full run, faults/README.md) or kafkajs (unmaintained; its public API

@@ -2,6 +2,7 @@ import databasesPg, { pgFormat, sql, type SQLQuery, type ConnectionPool } from '
 import pg from 'pg';
 import { isServerUnavailable } from './pgErrors.js';
 import { postgresTls } from './postgresTls.js';
+import { processStatementNames } from './preparedStatements.js';
 
 // @databases/pg is CommonJS: under NodeNext its default import is the module object, callable at run time.
 const createConnectionPool = databasesPg as unknown as (typeof databasesPg)['default'];
@@ -49,6 +50,8 @@ export interface PostgresOptions {
    * this. Default 8 s.
    */
   busyWaitMs?: number;
+  /** Statements that repeat run as server-side prepared statements (preparedStatements.ts). Default true. */
+  preparedStatements?: boolean;
 }
 
 /** The database cannot be reached now (connection refused or lost, pool wait timed out): retry later. */
@@ -143,6 +146,17 @@ export function connectPostgres(opts: PostgresOptions): Db {
     onError: (e: unknown) => {
       if (isDatabaseUnavailable(e)) trip(e);
     },
+    // Statements that repeat run as server-side prepared statements (preparedStatements.ts): the driver runs the
+    // formatted query it hands these handlers, so a name set on it is the one the statement runs under.
+    ...(opts.preparedStatements === false
+      ? {}
+      : {
+          onQueryStart: (_q: SQLQuery, f: { readonly text: string; readonly values: readonly unknown[] }) => {
+            const name = processStatementNames.nameFor(f.text, f.values);
+            if (name !== undefined) (f as { name?: string }).name = name;
+          },
+          onQueryError: (_q: SQLQuery, f: { readonly text: string }, e: Error) => processStatementNames.failed(f.text, (f as { name?: string }).name, e),
+        }),
   });
   const listeners = new Set<pg.Client>();
   // A circuit breaker. Once a query finds the server unreachable, every query fails at once (answered 503 in

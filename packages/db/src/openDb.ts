@@ -7,7 +7,7 @@ import { clusterDir, embeddedPostgresBinaries, openEmbeddedPostgres, unreachable
 export type EmbeddedEngine = 'auto' | 'postgres' | 'pglite';
 
 export type DbConfig =
-  | { databaseUrl: string; poolSize?: number; applicationName?: string }
+  | { databaseUrl: string; poolSize?: number; applicationName?: string; preparedStatements?: boolean }
   | {
       dataDir: string;
       /** Which embedded database: 'auto' keeps the one DATA_DIR was made with, else PostgreSQL where its binaries exist. */
@@ -16,6 +16,7 @@ export type DbConfig =
       attach?: boolean;
       poolSize?: number;
       applicationName?: string;
+      preparedStatements?: boolean;
       onEngine?: (info: { engine: 'postgres' | 'pglite'; why: string; how?: string; ms?: number }) => void;
     };
 
@@ -43,7 +44,13 @@ export async function embeddedEngine(dataDir: string, wanted: EmbeddedEngine = '
 
 /** The server when a URL is given, else the embedded database in dataDir (PostgreSQL, or PGlite). */
 export async function openDb(cfg: DbConfig): Promise<Db> {
-  if ('databaseUrl' in cfg) return connectPostgres({ url: cfg.databaseUrl, poolSize: cfg.poolSize, applicationName: cfg.applicationName });
+  if ('databaseUrl' in cfg)
+    return connectPostgres({
+      url: cfg.databaseUrl,
+      poolSize: cfg.poolSize,
+      applicationName: cfg.applicationName,
+      preparedStatements: cfg.preparedStatements,
+    });
   const { engine, why } = await embeddedEngine(cfg.dataDir, cfg.engine);
   if (engine === 'pglite') {
     cfg.onEngine?.({ engine, why });
@@ -53,6 +60,7 @@ export async function openDb(cfg: DbConfig): Promise<Db> {
     attach: cfg.attach,
     poolSize: cfg.poolSize,
     applicationName: cfg.applicationName,
+    preparedStatements: cfg.preparedStatements,
     onReady: ({ how, ms }) => cfg.onEngine?.({ engine, why, how, ms }),
   });
 }

@@ -92,13 +92,19 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
   collectProcessMetrics();
   const untracedDb = await openDb(
     env.DATABASE_URL
-      ? { databaseUrl: env.DATABASE_URL, poolSize: env.DB_POOL_SIZE, applicationName: `shopstream-${name}` }
+      ? {
+          databaseUrl: env.DATABASE_URL,
+          poolSize: env.DB_POOL_SIZE,
+          applicationName: `shopstream-${name}`,
+          preparedStatements: env.DATABASE_PREPARED_STATEMENTS,
+        }
       : {
           dataDir: env.DATA_DIR,
           engine: env.EMBEDDED_DB,
           attach: options.attach,
           poolSize: env.DB_POOL_SIZE,
           applicationName: `shopstream-${name}`,
+          preparedStatements: env.DATABASE_PREPARED_STATEMENTS,
           onEngine: (e) =>
             e.engine === 'postgres'
               ? logger.info(e, `embedded PostgreSQL ${e.how} in ${e.ms} ms (${e.why})`)

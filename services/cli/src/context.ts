@@ -57,8 +57,15 @@ export async function withDb<T>(lockedAdvice: string, fn: (db: Db) => Promise<T>
   try {
     db = await openDb(
       env.DATABASE_URL
-        ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli' }
-        : { dataDir: env.DATA_DIR, engine: env.EMBEDDED_DB, attach: true, poolSize: 1, applicationName: 'shopstream-cli' },
+        ? { databaseUrl: env.DATABASE_URL, poolSize: 1, applicationName: 'shopstream-cli', preparedStatements: env.DATABASE_PREPARED_STATEMENTS }
+        : {
+            dataDir: env.DATA_DIR,
+            engine: env.EMBEDDED_DB,
+            attach: true,
+            poolSize: 1,
+            applicationName: 'shopstream-cli',
+            preparedStatements: env.DATABASE_PREPARED_STATEMENTS,
+          },
     );
   } catch (e) {
     if (e instanceof DataDirLockedError) {
