@@ -3,7 +3,7 @@
  * contact look-up of every ingest request): given a name, the pg driver sends the statement's text once per
  * connection (Parse) and from then on only its parameters (Bind), and after five runs PostgreSQL keeps a generic
  * plan instead of planning each run. On PostgreSQL 15 here that took the server's CPU for a consumer's checkpoint
- * statement from 132 to 41 µs a run (bench/README.md#prepared-statements).
+ * statement from 140-147 to 40-43 µs a run (bench/src/preparedCost.ts; bench/README.md#prepared-statements-issue-23).
  *
  * A statement is named by its text, the same name for the same text in every connection of the process, once the
  * process has run that text PREPARE_AFTER_RUNS times: a statement whose text is built per call (a VALUES list of n
