@@ -9,8 +9,10 @@
  * process has run that text PREPARE_AFTER_RUNS times: a statement whose text is built per call (a VALUES list of n
  * rows) gets no name until it repeats, and none with more than MAX_PARAMETERS parameters. Statements without
  * parameters keep the simple protocol (a migration file of many commands, BEGIN, SET LOCAL). At most MAX_NAMED texts
- * get a name, so a process cannot fill the server's memory with them. A named statement the server refuses to run again ("cached plan must not change result type": a
- * column it returns changed type since it was prepared) is given a new name, so its next run prepares it anew.
+ * get a name, so a process cannot fill the server's memory with them. A named statement the server refuses to run
+ * again ("cached plan must not change result type": a migration changed the columns it returns since it was
+ * prepared) is given a new name, so its next run, in any connection, prepares it anew. The refused run fails as a
+ * statement error (not a data error: a consumer's batch is delivered again, and applies).
  *
  * Off (DATABASE_PREPARED_STATEMENTS=false) for a pooler in transaction mode that does not keep prepared statements
  * per client (PgBouncer before 1.21, or without max_prepared_statements): docs/operations.md#prepared-statements.
