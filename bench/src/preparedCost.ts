@@ -4,13 +4,14 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/shopstream npx tsx --conditions=@shopstream/source bench/src/preparedCost.ts [runs] [rounds]
  *
- * The statement is a consumer's checkpoint move (packages/projections projection.ts moveCheckpoint), run `runs`
+ * The statement is a consumer's checkpoint move (@shopstream/projections' moveCheckpoint, the runner's own), run `runs`
  * times in one transaction on a pool of one connection, each way in turn, `rounds` times. The server's CPU is
  * its backend process's, read from /proc: the server must run on this machine (Linux). The database is
  * migrated first; the checkpoint rows it writes are under a group of its own and deleted at the end.
  */
 import { readFileSync } from 'node:fs';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
+import { moveCheckpoint } from '@shopstream/projections';
 
 const RUNS = Number(process.argv[2] ?? 4_000);
 const ROUNDS = Number(process.argv[3] ?? 3);
@@ -33,17 +34,7 @@ async function measure(prepared: boolean): Promise<{ serverUs: number; clientUs:
       const client0 = process.cpuUsage();
       const wall0 = performance.now();
       for (let i = 0; i < RUNS; i++) {
-        const partition = i % 12;
-        await tx.query(sql`
-          WITH prev AS (
-            SELECT next_offset FROM projection_offsets WHERE group_id = ${GROUP} AND topic = 'events' AND partition = ${partition} FOR UPDATE
-          ), moved AS (
-            INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
-            SELECT ${GROUP}, 'events', ${partition}, ${String(i)}, now() FROM (SELECT count(*) FROM prev) AS after_prev
-            ON CONFLICT (group_id, topic, partition)
-            DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()
-          )
-          SELECT (SELECT next_offset FROM prev) AS next_offset`);
+        await moveCheckpoint(tx, GROUP, { topic: 'events', partition: i % 12 }, BigInt(i));
       }
       const wall = performance.now() - wall0;
       const client = process.cpuUsage(client0);

@@ -6,6 +6,7 @@ export {
   applyBatch,
   sendToDeadLetters,
   liveGroupId,
+  moveCheckpoint,
   type Projection,
   type ProjectionDefinition,
   type ProjectionDeclaration,

@@ -218,7 +218,7 @@ export async function applyBatch<T>(
  * committed (FOR UPDATE reads the newest version after the wait). The upsert takes `prev` as its input, so the row
  * is read before it is moved.
  */
-async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>, next: bigint): Promise<bigint> {
+export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>, next: bigint): Promise<bigint> {
   const was = await queryRow(
     tx,
     sql`
