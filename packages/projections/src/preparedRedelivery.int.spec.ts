@@ -45,7 +45,7 @@ describe('a projection whose prepared statement a migration outdated', () => {
       open: async () => ({
         async apply(tx, records) {
           for (const { value } of records) {
-            const row = await queryRow(tx, sql`SELECT * FROM probe_source WHERE id = ${1}`, (r) => r);
+            const [row] = await tx.query(sql`SELECT * FROM probe_source WHERE id = ${1}`);
             await tx.query(sql`INSERT INTO probe_applied VALUES (${value.n}, ${String(row.label)}) ON CONFLICT DO NOTHING`);
           }
           return [];
