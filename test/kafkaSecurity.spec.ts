@@ -1,3 +1,4 @@
+import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BusUnavailableError, createKafkaBus, createPlatformaticKafkaBus } from '@shopstream/bus';
@@ -5,7 +6,17 @@ import { kafkaConnection, loadEnv } from '@shopstream/config';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
 import { startActivityProjector } from '@shopstream/activity-projector';
-import { createTestDatabase, startSecureKafka, testInfra, uniquePrefix, type SecureKafkaHandle } from '@shopstream/testkit';
+import {
+  createTestDatabase,
+  freePort,
+  OAUTH_SESSION_MS,
+  startSecureKafka,
+  testInfra,
+  uniquePrefix,
+  unsignedJwt,
+  waitFor,
+  type SecureKafkaHandle,
+} from '@shopstream/testkit';
 import { cliEnv, createTestShop, exitOf, json, readTopic, runCli, startTestRuntime, startTestServer } from '@shopstream/harness';
 import { killShopstreams, repo, spawnShopstream } from './shopstreamProcess.js';
 
@@ -25,7 +36,8 @@ afterAll(async () => {
 });
 
 const adapters = ['kafkajs', 'platformatic'] as const;
-const REFUSED = /^Kafka refused the SASL credentials \(KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD\): .*(SASL|[Aa]uthentication)/;
+const REFUSED =
+  /^Kafka refused the SASL credentials \(KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD or the OAUTHBEARER token\): .*(SASL|[Aa]uthentication)/;
 const UNTRUSTED = /^Kafka's TLS certificate is not trusted \((?:[A-Z_]+: )?.*certificate.*\): set KAFKA_SSL_CA_FILE to the CA that signed it$/;
 
 describe.each(adapters)('over SASL_SSL (SCRAM-SHA-512, mutual TLS), KAFKA_CLIENT=%s', (client) => {
@@ -169,5 +181,109 @@ describe('the CLI over SASL_SSL', () => {
     } finally {
       await rt.close();
     }
+  }, 120_000);
+});
+
+/**
+ * An OAuth 2.0 token endpoint of this test (the client credentials grant, RFC 6749 §4.4): the client's id and secret
+ * as HTTP Basic credentials, an unsigned JWT back (the secure broker's validator takes those) that lives TOKEN_SECONDS.
+ */
+const CLIENT_ID = 'shopstream-test-client';
+const CLIENT_SECRET = `oauth-${Math.random().toString(36).slice(2)}`;
+const TOKEN_SECONDS = 30;
+let tokenEndpoint: { url: string; issued: { client: string; expiresAt: number }[]; server: Server };
+beforeAll(async () => {
+  const issued: { client: string; expiresAt: number }[] = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString()));
+    req.on('end', () => {
+      const [id, secret] = Buffer.from((req.headers.authorization ?? '').replace(/^Basic /, ''), 'base64')
+        .toString()
+        .split(':')
+        .map(decodeURIComponent);
+      res.setHeader('content-type', 'application/json');
+      if (req.method !== 'POST' || new URLSearchParams(body).get('grant_type') !== 'client_credentials') {
+        res.statusCode = 400;
+        res.end(JSON.stringify({ error: 'unsupported_grant_type' }));
+      } else if (id !== CLIENT_ID || secret !== CLIENT_SECRET) {
+        res.statusCode = 401;
+        res.end(JSON.stringify({ error: 'invalid_client' }));
+      } else {
+        const exp = Math.floor(Date.now() / 1000) + TOKEN_SECONDS;
+        issued.push({ client: id, expiresAt: exp * 1000 });
+        res.end(JSON.stringify({ access_token: unsignedJwt({ sub: id, exp }), token_type: 'Bearer', expires_in: TOKEN_SECONDS }));
+      }
+    });
+  });
+  const port = await freePort();
+  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
+  tokenEndpoint = { url: `http://127.0.0.1:${port}/oauth2/token`, issued, server };
+});
+afterAll(async () => {
+  await new Promise((r) => tokenEndpoint?.server.close(r));
+});
+
+/** secure.env with OAUTHBEARER in place of SCRAM: mutual TLS still, tokens from the test's endpoint. */
+const oauthEnv = (extra: Record<string, string> = {}) => {
+  const { KAFKA_SASL_USERNAME: _u, KAFKA_SASL_PASSWORD: _p, ...tls } = secure.env;
+  return {
+    ...tls,
+    KAFKA_SASL_MECHANISM: 'oauthbearer',
+    KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: tokenEndpoint.url,
+    KAFKA_SASL_OAUTHBEARER_CLIENT_ID: CLIENT_ID,
+    KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET: CLIENT_SECRET,
+    // Sent with each token (Confluent Cloud names its cluster so); the broker's unsecured validator accepts any.
+    KAFKA_SASL_OAUTHBEARER_EXTENSIONS: 'logicalCluster=lkc-test',
+    ...extra,
+  };
+};
+
+describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KAFKA_CLIENT=%s', (client) => {
+  it(`an event goes in and its metric event comes out; when the broker ends the session (after ${OAUTH_SESSION_MS} ms) the clients re-authenticate, with a new token once the first has lived 80 % of its ${TOKEN_SECONDS} s, and events still go through`, async () => {
+    const first = tokenEndpoint.issued.length;
+    const rt = await startTestRuntime({ ...oauthEnv(), KAFKA_CLIENT: client }, `oauth-${client}`);
+    const services = [await startIngestApi(rt), await startActivityProjector(rt)];
+    const server = await startTestServer(rt, services);
+    try {
+      expect(tokenEndpoint.issued.length).toBeGreaterThan(first);
+      const shop = await createTestShop(rt);
+      const send = async (name: string) => {
+        const res = await fetch(`${server.baseUrl}/v2026-04/events/`, {
+          method: 'POST',
+          headers: shop.headers,
+          body: JSON.stringify({ name, metric: { metric_name: 'placed_order', value: 1 } }),
+        });
+        expect(res.status).toBe(202);
+        const { activity_id: id } = (await res.json()) as { activity_id: string };
+        await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === id), 60_000);
+      };
+      await send('before the session ends');
+      // The first token is kept until 80 % of its life: a token asked for after it is asked for by a re-authentication.
+      // Then wait out the first token's whole life: every session begun with it has re-authenticated, or is closed.
+      const issuedBefore = tokenEndpoint.issued.length;
+      const firstExpires = tokenEndpoint.issued[issuedBefore - 1].expiresAt;
+      await waitFor(() => tokenEndpoint.issued.length > issuedBefore && Date.now() > firstExpires, {
+        timeoutMs: 120_000,
+        intervalMs: 250,
+        message: 'a new token asked for, and the first expired',
+      });
+      await send('after re-authentication');
+      expect((await fetch(`${server.baseUrl}/readyz`)).status).toBe(200);
+    } finally {
+      await server.stop();
+      await rt.close();
+    }
+  }, 240_000);
+
+  it('a client secret the token endpoint refuses: opening the runtime fails naming the endpoint and its answer', async () => {
+    const refused = await startTestRuntime({ ...oauthEnv({ KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET: 'not-the-secret' }), KAFKA_CLIENT: client }).catch(
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(BusUnavailableError);
+    expect((refused as Error).message).toMatch(
+      /Kafka's SASL\/OAUTHBEARER token could not be obtained \(KAFKA_SASL_OAUTHBEARER_\*\): the OAuth token endpoint http:\/\/127\.0\.0\.1:\d+\/oauth2\/token answered 401: .*invalid_client/,
+    );
+    expect((refused as Error).message).not.toContain('not-the-secret');
   }, 120_000);
 });

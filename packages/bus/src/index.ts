@@ -10,7 +10,8 @@ import type { PlatformaticKafkaBusOptions } from './kafkaPlatformatic.js';
 export async function createPlatformaticKafkaBus(opts: PlatformaticKafkaBusOptions): Promise<Bus> {
   return (await import('./kafkaPlatformatic.js')).createPlatformaticKafkaBus(opts);
 }
-export { securityFailure, type KafkaSecurity } from './kafka/security.js';
+export { securityFailure, type KafkaSasl, type KafkaSecurity } from './kafka/security.js';
+export { oauthBearerTokens, OAuthBearerTokenError, type OAuthBearerSettings } from './kafka/oauthBearer.js';
 export {
   createPgLogBus,
   type PgLogBusOptions,

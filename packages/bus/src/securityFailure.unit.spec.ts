@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { securityFailure } from './kafka/security.js';
+import { OAuthBearerTokenError } from './kafka/oauthBearer.js';
 
 /** What the two clients throw, in the shapes seen against test/kafkaSecurity.spec.ts's broker. */
 const named = (name: string, message: string, extra: Record<string, unknown> = {}) => Object.assign(new Error(message), { name, ...extra });
@@ -11,6 +12,19 @@ describe('securityFailure', () => {
     });
     const platformatic = named('MultipleErrors', 'metadata failed 4 times.', { errors: [named('AuthenticationError', 'SASL authentication failed.')] });
     for (const e of [kafkajs, platformatic]) expect(securityFailure(e)).toMatch(/^Kafka refused the SASL credentials \(KAFKA_SASL_MECHANISM, .*\): SASL/);
+  });
+
+  it('names an OAUTHBEARER token that could not be obtained before the SASL failure wrapped around it', () => {
+    const cause = new OAuthBearerTokenError('the OAuth token endpoint https://idp/token answered 401: {"error":"invalid_client"}');
+    const platformatic = named('MultipleErrors', 'metadata failed 4 times.', {
+      errors: [named('AuthenticationError', 'The SASL/OAUTHBEARER token provider threw an error.', { cause })],
+    });
+    const kafkajs = named('KafkaJSNonRetriableError', cause.message, { originalError: cause });
+    for (const e of [kafkajs, platformatic]) {
+      expect(securityFailure(e)).toBe(
+        `Kafka's SASL/OAUTHBEARER token could not be obtained (KAFKA_SASL_OAUTHBEARER_*): the OAuth token endpoint https://idp/token answered 401: {"error":"invalid_client"}`,
+      );
+    }
   });
 
   it("names an untrusted certificate by Node's code or, as kafkajs logs it, by its message", () => {

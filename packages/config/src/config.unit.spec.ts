@@ -69,4 +69,51 @@ describe('kafkaConnection', () => {
     );
     expect(() => loadEnv({ KAFKA_SASL_MECHANISM: 'gssapi' })).toThrow(/KAFKA_SASL_MECHANISM/);
   });
+
+  it('OAUTHBEARER: tokens from a token endpoint (client id, secret or its file, scope, extensions) or from a file', () => {
+    const endpoint = {
+      KAFKA_SASL_MECHANISM: 'oauthbearer',
+      KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: 'https://idp.example.com/oauth2/token',
+      KAFKA_SASL_OAUTHBEARER_CLIENT_ID: 'client',
+    };
+    expect(
+      of({
+        ...endpoint,
+        KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET_FILE: '/pw',
+        KAFKA_SASL_OAUTHBEARER_SCOPE: 'kafka',
+        KAFKA_SASL_OAUTHBEARER_EXTENSIONS: 'logicalCluster=lkc-1, identityPoolId=pool-2',
+      }).sasl,
+    ).toEqual({
+      mechanism: 'oauthbearer',
+      oauth: {
+        tokenEndpointUrl: 'https://idp.example.com/oauth2/token',
+        clientId: 'client',
+        clientSecret: 'from-file',
+        scope: 'kafka',
+        extensions: { logicalCluster: 'lkc-1', identityPoolId: 'pool-2' },
+      },
+    });
+    expect(of({ KAFKA_SASL_MECHANISM: 'oauthbearer', KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: '/run/token' }).sasl).toEqual({
+      mechanism: 'oauthbearer',
+      oauth: { tokenFile: '/run/token' },
+    });
+  });
+
+  it('OAUTHBEARER: refuses what cannot work, naming the variables', () => {
+    const o = { KAFKA_SASL_MECHANISM: 'oauthbearer' };
+    const url = { KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: 'https://idp.example.com/token' };
+    expect(() => of(o)).toThrow(/needs exactly one of KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL .* and KAFKA_SASL_OAUTHBEARER_TOKEN_FILE/);
+    expect(() => of({ ...o, ...url, KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: '/t' })).toThrow(/exactly one of/);
+    expect(() => of({ ...o, ...url, KAFKA_SASL_OAUTHBEARER_CLIENT_ID: 'c' })).toThrow(
+      /needs KAFKA_SASL_OAUTHBEARER_CLIENT_ID and KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET/,
+    );
+    expect(() => of({ ...o, KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: '/t', KAFKA_SASL_OAUTHBEARER_CLIENT_ID: 'c' })).toThrow(/takes no client id or secret/);
+    expect(() => of({ ...o, KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: '/t', KAFKA_SASL_USERNAME: 'u', KAFKA_SASL_PASSWORD: 'p' })).toThrow(
+      /oauthbearer takes no KAFKA_SASL_USERNAME/,
+    );
+    expect(() => of({ ...o, KAFKA_SASL_OAUTHBEARER_TOKEN_FILE: '/t', KAFKA_SASL_OAUTHBEARER_EXTENSIONS: 'auth=x' })).toThrow(
+      /KAFKA_SASL_OAUTHBEARER_EXTENSIONS: "auth=x" is not key=value/,
+    );
+    expect(() => loadEnv({ KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: 'not a url' })).toThrow(/KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL/);
+  });
 });

@@ -23,7 +23,7 @@ export {
   type PostgresSource,
 } from './postgres.js';
 export { testInfra } from './testInfra.js';
-export { startSecureKafka, type SecureKafkaHandle } from './secureKafka.js';
+export { OAUTH_SESSION_MS, startSecureKafka, unsignedJwt, type SecureKafkaHandle } from './secureKafka.js';
 export { makeTestCertificates, type TestCertificates } from './testCertificates.js';
 export { ensurePromtool } from './promtool.js';
 export { ensureChromium, ChromiumUnavailableError } from './chromium.js';

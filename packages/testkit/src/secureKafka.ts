@@ -5,7 +5,13 @@ import { startLocalKafkaWith } from './kafka.js';
 import { freePort } from './proc.js';
 import { makeTestCertificates } from './testCertificates.js';
 
-/** A broker whose clients must speak TLS, show a client certificate and log in with SCRAM-SHA-512 (startSecureKafka). */
+/** How long an OAUTHBEARER session on the secure broker lasts at most: then its client re-authenticates. */
+export const OAUTH_SESSION_MS = 15_000;
+
+/**
+ * A broker whose clients must speak TLS, show a client certificate and log in with SCRAM-SHA-512, or with
+ * OAUTHBEARER and an unsigned JWT (startSecureKafka, unsignedJwt).
+ */
 export interface SecureKafkaHandle {
   /** The SASL_SSL listener, the only one clients are given. */
   brokers: string[];
@@ -48,8 +54,12 @@ export async function startSecureKafka(): Promise<SecureKafkaHandle> {
         listeners: `PLAINTEXT://127.0.0.1:${port},SASL_SSL://127.0.0.1:${securePort},CONTROLLER://127.0.0.1:${controllerPort}`,
         'advertised.listeners': `PLAINTEXT://127.0.0.1:${port},SASL_SSL://127.0.0.1:${securePort}`,
         'listener.security.protocol.map': 'PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT',
-        'sasl.enabled.mechanisms': 'SCRAM-SHA-512',
+        'sasl.enabled.mechanisms': 'SCRAM-SHA-512,OAUTHBEARER',
         'listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config': 'org.apache.kafka.common.security.scram.ScramLoginModule required;',
+        // OAUTHBEARER with Kafka's unsecured validator (an unsigned JWT's `sub` and `exp`; signatures are a cluster's
+        // own business, not the client's), and sessions that end: a client must re-authenticate with a current token.
+        'listener.name.sasl_ssl.oauthbearer.sasl.jaas.config': 'org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;',
+        'listener.name.sasl_ssl.oauthbearer.connections.max.reauth.ms': String(OAUTH_SESSION_MS),
         'listener.name.sasl_ssl.ssl.client.auth': 'required',
         'ssl.keystore.type': 'PEM',
         'ssl.keystore.location': keystore,
@@ -84,4 +94,10 @@ export async function startSecureKafka(): Promise<SecureKafkaHandle> {
     await rm(dir, { recursive: true, force: true });
     throw e;
   }
+}
+
+/** A JWT as Kafka's unsecured OAUTHBEARER validator takes it: unsigned (`alg: none`), with `sub` and `exp` (seconds). */
+export function unsignedJwt(claims: { sub: string; exp: number } & Record<string, unknown>): string {
+  const part = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  return `${part({ alg: 'none' })}.${part({ iat: Math.floor(Date.now() / 1000), ...claims })}.`;
 }

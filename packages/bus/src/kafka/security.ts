@@ -1,4 +1,5 @@
 /** The security of a Kafka adapter's connections: its settings, and why a connection failed for them. */
+import type { OAuthBearerSettings } from './oauthBearer.js';
 
 /**
  * TLS and SASL of every connection to the brokers, as @shopstream/config's kafkaConnection reads them from
@@ -6,8 +7,15 @@
  */
 export interface KafkaSecurity {
   tls?: { ca?: string; cert?: string; key?: string };
-  sasl?: { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string };
+  sasl?: KafkaSasl;
 }
+
+/**
+ * SASL as both adapters take it: a username and password, or (OAUTHBEARER) where its tokens come from, as data
+ * (a worker thread given it makes its own tokens: oauthBearerTokens).
+ */
+export type KafkaSasl =
+  { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string } | { mechanism: 'oauthbearer'; oauth: OAuthBearerSettings };
 
 /** Node's codes for a peer certificate that does not verify (tls.connect's errors). */
 const UNTRUSTED_CERT =
@@ -25,13 +33,16 @@ const UNTRUSTED_CERT_MESSAGE =
  */
 export function securityFailure(e: unknown): string | undefined {
   const seen = new Set<unknown>();
+  // A token that could not be obtained says more than the SASL failure wrapped around it.
+  const token = findError(e, (x) => x.name === 'OAuthBearerTokenError');
+  if (token) return `Kafka's SASL/OAUTHBEARER token could not be obtained (KAFKA_SASL_OAUTHBEARER_*): ${token.message}`;
   const walk = (err: unknown, depth: number): string | undefined => {
     if (!err || typeof err !== 'object' || depth > 8 || seen.has(err)) return undefined;
     seen.add(err);
     const x = err as { name?: string; code?: string; message?: string; errors?: unknown[]; cause?: unknown; originalError?: unknown };
     const message = x.message ?? '';
     if (x.name === 'KafkaJSSASLAuthenticationError' || /SASL|SCRAM|[Aa]uthentication failed|AUTHENTICATION_FAILED|ILLEGAL_SASL_STATE/.test(message)) {
-      return `Kafka refused the SASL credentials (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD): ${message}`;
+      return `Kafka refused the SASL credentials (KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD or the OAUTHBEARER token): ${message}`;
     }
     if ((x.code && UNTRUSTED_CERT.test(x.code)) || UNTRUSTED_CERT_MESSAGE.test(message)) {
       return `Kafka's TLS certificate is not trusted (${x.code ? `${x.code}: ` : ''}${message}): set KAFKA_SSL_CA_FILE to the CA that signed it`;
@@ -39,6 +50,25 @@ export function securityFailure(e: unknown): string | undefined {
     if (/before secure TLS connection was established|wrong version number|packet length too long|EPROTO/.test(message)) {
       return `the TLS handshake with Kafka failed (${message}): does that listener speak TLS (KAFKA_SSL), or does it need a client certificate (KAFKA_SSL_CERT_FILE)?`;
     }
+    for (const inner of [...(x.errors ?? []), x.originalError, x.cause]) {
+      const found = walk(inner, depth + 1);
+      if (found) return found;
+    }
+    return undefined;
+  };
+  return walk(e, 0);
+}
+
+type Walked = { name?: string; message?: string; errors?: unknown[]; cause?: unknown; originalError?: unknown };
+
+/** The first error in e's chain (errors, originalError, cause: as either client wraps them) that matches. */
+function findError(e: unknown, match: (x: Walked) => boolean): Walked | undefined {
+  const seen = new Set<unknown>();
+  const walk = (err: unknown, depth: number): Walked | undefined => {
+    if (!err || typeof err !== 'object' || depth > 8 || seen.has(err)) return undefined;
+    seen.add(err);
+    const x = err as Walked;
+    if (match(x)) return x;
     for (const inner of [...(x.errors ?? []), x.originalError, x.cause]) {
       const found = walk(inner, depth + 1);
       if (found) return found;

@@ -1,6 +1,7 @@
 import { logLevel, type KafkaConfig, type LogEntry, type SASLOptions } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { securityFailure, type KafkaSecurity } from '../kafka/security.js';
+import { oauthBearerTokens } from '../kafka/oauthBearer.js';
 
 /** The kafkajs adapter's connection settings and logging. */
 
@@ -33,6 +34,14 @@ export function kafkaLogger(logger: Logger) {
     };
 }
 
+/** SASL in kafkajs' words; an OAUTHBEARER token (and its extensions) is asked of the provider at each authentication. */
+function saslOf(sasl: NonNullable<KafkaSecurity['sasl']>): SASLOptions {
+  if (sasl.mechanism !== 'oauthbearer') return { ...sasl } as SASLOptions;
+  const tokens = oauthBearerTokens(sasl.oauth);
+  const { extensions } = sasl.oauth;
+  return { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await tokens(), ...(extensions ? { extensions } : {}) }) };
+}
+
 /** KafkaSecurity in kafkajs' words: `ssl` true for the system's CAs, else the PEM texts; `sasl` as given. */
 export function connectionConfig(security: KafkaSecurity | undefined): Pick<KafkaConfig, 'ssl' | 'sasl'> {
   const tls = security?.tls;
@@ -40,6 +49,6 @@ export function connectionConfig(security: KafkaSecurity | undefined): Pick<Kafk
     ...(tls ? { ssl: Object.keys(tls).length > 0 ? tls : true } : {}),
     // A copy: kafkajs adds its authenticator, holding the password, to the object it is given (authenticationProvider),
     // and a caller's object spread into another bus's settings would carry it there, with the old password.
-    ...(security?.sasl ? { sasl: { ...security.sasl } as SASLOptions } : {}),
+    ...(security?.sasl ? { sasl: saslOf(security.sasl) } : {}),
   };
 }

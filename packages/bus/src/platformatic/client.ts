@@ -1,6 +1,7 @@
 import { SASLMechanisms } from '@platformatic/kafka';
 import type { KafkaBusBaseOptions } from '../kafkaCommon.js';
-import type { KafkaSecurity } from '../kafka/security.js';
+import type { KafkaSasl } from '../kafka/security.js';
+import { oauthBearerTokens } from '../kafka/oauthBearer.js';
 
 /** What the @platformatic/kafka adapter's clients share: their connection settings, and helpers. */
 
@@ -8,7 +9,15 @@ const SASL_MECHANISMS = {
   plain: SASLMechanisms.PLAIN,
   'scram-sha-256': SASLMechanisms.SCRAM_SHA_256,
   'scram-sha-512': SASLMechanisms.SCRAM_SHA_512,
-} as const satisfies Record<NonNullable<KafkaSecurity['sasl']>['mechanism'], string>;
+  oauthbearer: SASLMechanisms.OAUTHBEARER,
+} as const satisfies Record<KafkaSasl['mechanism'], string>;
+
+/** SASL in @platformatic/kafka's words; an OAUTHBEARER token is asked of the provider at each authentication. */
+function saslOf(sasl: KafkaSasl) {
+  if (sasl.mechanism !== 'oauthbearer') return { mechanism: SASL_MECHANISMS[sasl.mechanism], username: sasl.username, password: sasl.password };
+  const { extensions } = sasl.oauth;
+  return { mechanism: SASL_MECHANISMS.oauthbearer, token: oauthBearerTokens(sasl.oauth), ...(extensions ? { oauthBearerExtensions: extensions } : {}) };
+}
 
 /** The settings every client of the bus connects with: brokers, TLS, SASL, timeouts. */
 export function clientBase(opts: KafkaBusBaseOptions, publishTimeoutMs: number) {
@@ -17,7 +26,7 @@ export function clientBase(opts: KafkaBusBaseOptions, publishTimeoutMs: number) 
     bootstrapBrokers: opts.brokers,
     // An empty tls object is TLS with the system's CAs, as KafkaSecurity says.
     ...(tls ? { tls } : {}),
-    ...(sasl ? { sasl: { mechanism: SASL_MECHANISMS[sasl.mechanism], username: sasl.username, password: sasl.password } } : {}),
+    ...(sasl ? { sasl: saslOf(sasl) } : {}),
     connectTimeout: 3_000,
     requestTimeout: publishTimeoutMs,
     retryDelay: 100,
