@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -19,12 +20,14 @@ import {
 } from '@shopstream/testkit';
 import { cliEnv, createTestShop, exitOf, json, readTopic, runCli, startTestRuntime, startTestServer } from '@shopstream/harness';
 import { killShopstreams, repo, spawnShopstream } from './shopstreamProcess.js';
+import { api, eventsFlowAndTimeline, startShopstream, stopShopstream } from './startFlows.js';
 
 /**
  * Kafka over SASL_SSL, as managed clusters require: a broker of this run's own whose only client listener takes
  * TLS (a CA made at test time), a client certificate (mutual TLS) and SCRAM-SHA-512 (a user made when its storage
- * was formatted). The pipeline runs over it on both adapters, the CLI reaches it, and a wrong password or an
- * untrusted certificate is named in one line, never a hang.
+ * was formatted) or OAUTHBEARER (tokens from a client credentials endpoint of this file, sessions ended every
+ * OAUTH_SESSION_MS). The pipeline runs over it on both adapters, the CLI and `pnpm start` reach it, and a wrong
+ * password, a refused client secret or an untrusted certificate is named in one line, never a hang.
  */
 let secure: SecureKafkaHandle;
 beforeAll(async () => {
@@ -286,4 +289,42 @@ describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KA
     );
     expect((refused as Error).message).not.toContain('not-the-secret');
   }, 120_000);
+});
+
+describe('pnpm start over SASL_SSL with OAUTHBEARER', () => {
+  it('the all-in-one process runs the flow, its consumer thread and its large-body producer thread each making their own tokens', async () => {
+    const shop = randomUUID();
+    const key = `oauth-${randomUUID()}`;
+    const s = await startShopstream({
+      ...oauthEnv(),
+      DATABASE_URL: await createTestDatabase(testInfra().databaseUrl),
+      TOPIC_PREFIX: uniquePrefix(),
+      KAFKA_PARTITIONS: '3',
+      BOOTSTRAP_API_KEYS: `${key}=${shop}`,
+      FLOW_REFRESH_MS: '500',
+      CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
+      LOG_LEVEL: 'info',
+      // Bodies over 4 KiB go to the body worker and their records to the large-body producer thread.
+      INGEST_LARGE_BODY_BYTES: '4096',
+    });
+    const call = api(s.base, key, shop);
+    await eventsFlowAndTimeline(s.base, call);
+    expect(s.output()).toContain('consumers started in a worker thread');
+    const events = Array.from({ length: 60 }, (_, i) => ({ name: `Bulk ${i}`, metric: { metric_name: 'viewed_product', value: i } }));
+    expect(JSON.stringify({ events }).length).toBeGreaterThan(4096);
+    const bulk = await call('POST', '/events/bulk/', { events });
+    expect(bulk.status).toBe(200);
+    const ids = (bulk.body.results as { status: string; event: { activity_id: string } }[]).map((r) => {
+      expect(r.status).toBe('success');
+      return r.event.activity_id;
+    });
+    await waitFor(async () => (await call('GET', `/activities/${ids.at(-1)}/`)).status === 200, {
+      timeoutMs: 60_000,
+      message: "the large body's last activity",
+    });
+    const metrics = await (await fetch(`${s.base}/metrics`)).text();
+    expect(Number(/^shopstream_ingest_body_worker_bodies_total (\d+)/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(await stopShopstream(s)).toBe(0);
+    expect(s.output()).not.toContain(CLIENT_SECRET);
+  }, 300_000);
 });

@@ -4,7 +4,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { registry } from '@shopstream/telemetry';
 import { jwtExpiryMs, oauthBearerTokens, OAuthBearerTokenError } from './kafka/oauthBearer.js';
+
+/** shopstream_kafka_oauth_token_requests_total of an outcome. */
+async function requested(outcome: 'ok' | 'failed'): Promise<number> {
+  const m = registry.getSingleMetric('shopstream_kafka_oauth_token_requests_total');
+  return (await m?.get())?.values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
+}
 
 const jwt = (claims: object) => `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.`;
 
@@ -68,11 +75,14 @@ describe('oauthBearerTokens from a token endpoint', () => {
   it('a refusal is an OAuthBearerTokenError naming the endpoint and its answer, and the next call asks again', async () => {
     next = () => ({ status: 401, body: { error: 'invalid_client' } });
     const tokens = oauthBearerTokens({ tokenEndpointUrl: url, clientId: 'c', clientSecret: 'wrong' });
+    const [failedBefore, okBefore] = [await requested('failed'), await requested('ok')];
     const err = await tokens().catch((e: unknown) => e);
+    expect(await requested('failed')).toBe(failedBefore + 1);
     expect(err).toBeInstanceOf(OAuthBearerTokenError);
     expect((err as Error).message).toBe(`the OAuth token endpoint ${url} answered 401: {"error":"invalid_client"}`);
     next = () => ({ status: 200, body: { access_token: 'after', expires_in: 60 } });
     expect(await tokens()).toBe('after');
+    expect(await requested('ok')).toBe(okBefore + 1);
     next = () => ({ status: 200, body: { token_type: 'Bearer' } });
     await expect(oauthBearerTokens({ tokenEndpointUrl: url, clientId: 'c', clientSecret: 's' })()).rejects.toThrow(/answered without an access_token/);
   });

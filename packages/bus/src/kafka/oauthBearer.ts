@@ -1,4 +1,11 @@
 import { readFile } from 'node:fs/promises';
+import { counter } from '@shopstream/telemetry';
+
+const tokenRequests = counter(
+  'shopstream_kafka_oauth_token_requests_total',
+  'SASL/OAUTHBEARER tokens asked for (KAFKA_SASL_OAUTHBEARER_*), from the token endpoint or the token file, by outcome: ok or failed.',
+  ['outcome'],
+);
 
 /**
  * SASL/OAUTHBEARER as Shopstream obtains its tokens (docs/operations.md#kafka-connection): from an OAuth 2.0 token
@@ -105,9 +112,20 @@ export function oauthBearerTokens(s: OAuthBearerSettings, now: () => number = Da
   let inFlight: Promise<Token> | undefined;
   return async () => {
     if (current && now() < current.refreshAt) return current.value;
-    inFlight ??= (s.tokenFile ? fromFile(s, now()) : fromEndpoint(s, now())).finally(() => {
-      inFlight = undefined;
-    });
+    inFlight ??= (s.tokenFile ? fromFile(s, now()) : fromEndpoint(s, now()))
+      .then(
+        (t) => {
+          tokenRequests.inc({ outcome: 'ok' });
+          return t;
+        },
+        (e: unknown) => {
+          tokenRequests.inc({ outcome: 'failed' });
+          throw e;
+        },
+      )
+      .finally(() => {
+        inFlight = undefined;
+      });
     current = await inFlight;
     return current.value;
   };
