@@ -194,6 +194,8 @@ describe('the CLI over SASL_SSL', () => {
 const CLIENT_ID = 'shopstream-test-client';
 const CLIENT_SECRET = `oauth-${Math.random().toString(36).slice(2)}`;
 const TOKEN_SECONDS = 30;
+/** What the endpoint does now: how long its tokens live, and whether it refuses every client (a rotated secret). */
+const endpointMode = { lifetimeSeconds: TOKEN_SECONDS, refuse: false };
 let tokenEndpoint: { url: string; issued: { client: string; expiresAt: number }[]; server: Server };
 beforeAll(async () => {
   const issued: { client: string; expiresAt: number }[] = [];
@@ -209,13 +211,14 @@ beforeAll(async () => {
       if (req.method !== 'POST' || new URLSearchParams(body).get('grant_type') !== 'client_credentials') {
         res.statusCode = 400;
         res.end(JSON.stringify({ error: 'unsupported_grant_type' }));
-      } else if (id !== CLIENT_ID || secret !== CLIENT_SECRET) {
+      } else if (id !== CLIENT_ID || secret !== CLIENT_SECRET || endpointMode.refuse) {
         res.statusCode = 401;
         res.end(JSON.stringify({ error: 'invalid_client' }));
       } else {
-        const exp = Math.floor(Date.now() / 1000) + TOKEN_SECONDS;
+        const lifetime = endpointMode.lifetimeSeconds;
+        const exp = Math.floor(Date.now() / 1000) + lifetime;
         issued.push({ client: id, expiresAt: exp * 1000 });
-        res.end(JSON.stringify({ access_token: unsignedJwt({ sub: id, exp }), token_type: 'Bearer', expires_in: TOKEN_SECONDS }));
+        res.end(JSON.stringify({ access_token: unsignedJwt({ sub: id, exp }), token_type: 'Bearer', expires_in: lifetime }));
       }
     });
   });
@@ -243,7 +246,7 @@ const oauthEnv = (extra: Record<string, string> = {}) => {
 };
 
 describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KAFKA_CLIENT=%s', (client) => {
-  it(`an event goes in and its metric event comes out; when the broker ends the session (after ${OAUTH_SESSION_MS} ms) the clients re-authenticate, with a new token once the first has lived 80 % of its ${TOKEN_SECONDS} s, and events still go through`, async () => {
+  it(`an event goes in and its metric event comes out; when the broker ends the session (after ${OAUTH_SESSION_MS} ms) the clients re-authenticate, with a new token before the first (${TOKEN_SECONDS} s) ends, and events still go through after it ended`, async () => {
     const first = tokenEndpoint.issued.length;
     const rt = await startTestRuntime({ ...oauthEnv(), KAFKA_CLIENT: client }, `oauth-${client}`);
     const services = [await startIngestApi(rt), await startActivityProjector(rt)];
@@ -262,7 +265,7 @@ describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KA
         await readTopic(rt, rt.topics.metrics, (rs) => rs.some((r) => json(r).id === id), 60_000);
       };
       await send('before the session ends');
-      // The first token is kept until 80 % of its life: a token asked for after it is asked for by a re-authentication.
+      // The first token is kept until 15 s of it are left: a token asked for after it is asked for by a re-authentication.
       // Then wait out the first token's whole life: every session begun with it has re-authenticated, or is closed.
       const issuedBefore = tokenEndpoint.issued.length;
       const firstExpires = tokenEndpoint.issued[issuedBefore - 1].expiresAt;
@@ -278,6 +281,50 @@ describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KA
       await rt.close();
     }
   }, 240_000);
+
+  it('a token endpoint that starts refusing (a rotated secret): once the last token expired, publish fails naming it, /readyz 503 and ingest 503 with Retry-After; when it answers again, both recover', async () => {
+    const rt = await startTestRuntime({ ...oauthEnv(), KAFKA_CLIENT: client }, `oauth-refusing-${client}`);
+    const server = await startTestServer(rt, [await startIngestApi(rt)]);
+    try {
+      const shop = await createTestShop(rt);
+      const post = () =>
+        fetch(`${server.baseUrl}/v2026-04/events/`, {
+          method: 'POST',
+          headers: shop.headers,
+          body: JSON.stringify({ name: 'Placed order', metric: { metric_name: 'placed_order' } }),
+        });
+      const ready = async () => (await fetch(`${server.baseUrl}/readyz`)).status;
+      expect((await post()).status).toBe(202);
+      endpointMode.refuse = true;
+      const lastExpires = tokenEndpoint.issued.at(-1)!.expiresAt;
+      const refused = await waitFor(
+        async () => {
+          if (Date.now() <= lastExpires) return undefined;
+          const res = await post();
+          return res.status === 503 ? res : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 500, message: 'ingest answering 503 once the last token expired' },
+      );
+      expect(refused.headers.get('retry-after')).toBe('5');
+      expect(((await refused.json()) as { error: { code: string } }).error.code).toBe('unavailable');
+      expect(await ready()).toBe(503);
+      const err = await rt.bus.publish(rt.topics.events, [{ key: 'k', value: Buffer.from('{}'), headers: {} }]).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(BusUnavailableError);
+      expect((err as Error).message).toMatch(/OAUTHBEARER token could not be obtained|a send failed less than a second ago/);
+
+      endpointMode.refuse = false;
+      await waitFor(async () => (await post()).status === 202 && (await ready()) === 200, {
+        timeoutMs: 120_000,
+        intervalMs: 500,
+        message: 'ingest and /readyz back once the endpoint answers again',
+      });
+    } finally {
+      endpointMode.lifetimeSeconds = TOKEN_SECONDS;
+      endpointMode.refuse = false;
+      await server.stop();
+      await rt.close();
+    }
+  }, 300_000);
 
   it('a client secret the token endpoint refuses: opening the runtime fails naming the endpoint and its answer', async () => {
     const refused = await startTestRuntime({ ...oauthEnv({ KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET: 'not-the-secret' }), KAFKA_CLIENT: client }).catch(

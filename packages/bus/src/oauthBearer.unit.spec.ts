@@ -57,15 +57,16 @@ describe('oauthBearerTokens from a token endpoint', () => {
     expect(requests).toHaveLength(2);
   });
 
-  it('without expires_in, keeps a JWT until 80 % of the life its exp gives', async () => {
+  it('without expires_in, keeps a JWT until 80 % of the life its exp gives, or until 15 s of it are left', async () => {
     let clock = 2_000_000_000_000;
     next = () => ({ status: 200, body: { access_token: jwt({ sub: 'x', exp: (clock + 50_000) / 1000 }) } });
     expect(jwtExpiryMs(jwt({ exp: 12 }))).toBe(12_000);
     expect(jwtExpiryMs('opaque')).toBeUndefined();
     requests.length = 0;
     const tokens = oauthBearerTokens({ tokenEndpointUrl: url, clientId: 'c', clientSecret: 's' }, () => clock);
+    // 80 % of a 50 s life would be 40 s; 15 s before its end, 35 s, comes first.
     const first = await tokens();
-    clock += 39_000;
+    clock += 34_000;
     expect(await tokens()).toBe(first);
     clock += 2_000;
     await tokens();
@@ -108,13 +109,13 @@ describe('oauthBearerTokens from a file', () => {
       expect(await tokens()).toBe('first');
       clock += 2_000;
       expect(await tokens()).toBe('second');
-      // A JWT that expires in 10 s is read again after 8.
+      // A JWT that expires in 25 s is read again once 15 s of it are left, after 10.
       clock += 31_000;
-      await writeFile(file, jwt({ exp: (clock + 10_000) / 1000 }));
+      await writeFile(file, jwt({ exp: (clock + 25_000) / 1000 }));
       const short = await tokens();
-      expect(jwtExpiryMs(short)).toBe(clock + 10_000);
+      expect(jwtExpiryMs(short)).toBe(clock + 25_000);
       await writeFile(file, '');
-      clock += 7_000;
+      clock += 9_000;
       expect(await tokens()).toBe(short);
       clock += 2_000;
       await expect(tokens()).rejects.toThrow(/is empty/);

@@ -28,8 +28,18 @@ export class OAuthBearerTokenError extends Error {
   override name = 'OAuthBearerTokenError';
 }
 
-/** A token is asked for again once this share of its lifetime has passed (the Java client's default refresh window). */
+/** A token is asked for again once this share of its lifetime has passed (the Java client's default refresh window)... */
 const REFRESH_AT = 0.8;
+/**
+ * ...or once only this much of it is left, whichever comes first (the Java client's sasl.login.refresh.buffer.seconds,
+ * shorter): a connection is never handed a token about to end its session. kafkajs re-authenticates 10 s before a
+ * session ends, and a session the broker gives a token with less left than that made it re-authenticate at once,
+ * which the broker refused (ILLEGAL_SASL_STATE).
+ */
+const REFRESH_BUFFER_MS = 15_000;
+
+/** When a token obtained at `now` that expires at `expiresAt` is asked for again. */
+const refreshTime = (now: number, expiresAt: number) => Math.min(now + (expiresAt - now) * REFRESH_AT, expiresAt - REFRESH_BUFFER_MS);
 /** A token whose lifetime neither the endpoint nor the token says is kept this long. */
 const DEFAULT_LIFETIME_MS = 5 * 60_000;
 
@@ -83,7 +93,7 @@ async function fromEndpoint(s: OAuthBearerSettings, now: number): Promise<Token>
   }
   const value = body.access_token;
   const expiresAt = typeof body.expires_in === 'number' ? now + body.expires_in * 1000 : (jwtExpiryMs(value) ?? now + DEFAULT_LIFETIME_MS);
-  return { value, refreshAt: now + (expiresAt - now) * REFRESH_AT };
+  return { value, refreshAt: refreshTime(now, expiresAt) };
 }
 
 async function fromFile(s: OAuthBearerSettings, now: number): Promise<Token> {
@@ -98,13 +108,13 @@ async function fromFile(s: OAuthBearerSettings, now: number): Promise<Token> {
   if (value === '') throw new OAuthBearerTokenError(`KAFKA_SASL_OAUTHBEARER_TOKEN_FILE=${s.tokenFile} is empty`);
   // Read again at most every 30 s, and before the token it holds expires: whoever keeps the file renews it.
   const expiresAt = jwtExpiryMs(value);
-  return { value, refreshAt: Math.min(now + 30_000, expiresAt === undefined ? Infinity : now + (expiresAt - now) * REFRESH_AT) };
+  return { value, refreshAt: Math.min(now + 30_000, expiresAt === undefined ? Infinity : refreshTime(now, expiresAt)) };
 }
 
 /**
  * The token provider both adapters call for each authentication (a new connection, or a re-authentication the
  * broker asks for when a session's lifetime ends: connections.max.reauth.ms): the current token, obtained again
- * once REFRESH_AT of its lifetime has passed. Concurrent connections share one request; a failed request is not
+ * once REFRESH_AT of its lifetime has passed or REFRESH_BUFFER_MS of it is left. Concurrent connections share one request; a failed request is not
  * kept, so the next authentication tries again.
  */
 export function oauthBearerTokens(s: OAuthBearerSettings, now: () => number = Date.now): () => Promise<string> {
