@@ -88,6 +88,24 @@ describe('oauthBearerTokens from a token endpoint', () => {
     await expect(oauthBearerTokens({ tokenEndpointUrl: url, clientId: 'c', clientSecret: 's' })()).rejects.toThrow(/answered without an access_token/);
   });
 
+  it('while the endpoint fails, hands out the token held until 10 s of it are left, asking again each time', async () => {
+    let clock = 3_000_000;
+    next = () => ({ status: 200, body: { access_token: 'held', expires_in: 100 } });
+    requests.length = 0;
+    const tokens = oauthBearerTokens({ tokenEndpointUrl: url, clientId: 'c', clientSecret: 's' }, () => clock);
+    expect(await tokens()).toBe('held');
+    next = () => ({ status: 503, body: { error: 'temporarily_unavailable' } });
+    clock += 81_000;
+    expect(await tokens()).toBe('held');
+    clock += 8_000;
+    expect(await tokens()).toBe('held');
+    expect(requests).toHaveLength(3);
+    clock += 2_000;
+    await expect(tokens()).rejects.toThrow(/answered 503/);
+    next = () => ({ status: 200, body: { access_token: 'renewed', expires_in: 100 } });
+    expect(await tokens()).toBe('renewed');
+  });
+
   it('an endpoint that cannot be reached is named too', async () => {
     const tokens = oauthBearerTokens({ tokenEndpointUrl: 'http://127.0.0.1:1/token', clientId: 'c', clientSecret: 's' });
     await expect(tokens()).rejects.toThrow(/^the OAuth token endpoint http:\/\/127\.0\.0\.1:1\/token could not be reached/);
@@ -117,7 +135,10 @@ describe('oauthBearerTokens from a file', () => {
       await writeFile(file, '');
       clock += 9_000;
       expect(await tokens()).toBe(short);
+      // Due again, and the file is empty: the token held while 10 s of it are left, then the failure.
       clock += 2_000;
+      expect(await tokens()).toBe(short);
+      clock += 5_000;
       await expect(tokens()).rejects.toThrow(/is empty/);
     } finally {
       await rm(dir, { recursive: true, force: true });

@@ -58,7 +58,15 @@ export function jwtExpiryMs(token: string): number | undefined {
 interface Token {
   value: string;
   refreshAt: number;
+  /** When it stops working (Infinity: not known, a file's token without `exp`). */
+  expiresAt: number;
 }
+
+/**
+ * While a token is asked for again and that fails (the endpoint away, the file being rewritten), the one held is
+ * handed out instead as long as this much of it is left: kafkajs re-authenticates this long before a session ends.
+ */
+const FALLBACK_LEFT_MS = 10_000;
 
 async function fromEndpoint(s: OAuthBearerSettings, now: number): Promise<Token> {
   const url = s.tokenEndpointUrl!;
@@ -93,7 +101,7 @@ async function fromEndpoint(s: OAuthBearerSettings, now: number): Promise<Token>
   }
   const value = body.access_token;
   const expiresAt = typeof body.expires_in === 'number' ? now + body.expires_in * 1000 : (jwtExpiryMs(value) ?? now + DEFAULT_LIFETIME_MS);
-  return { value, refreshAt: refreshTime(now, expiresAt) };
+  return { value, refreshAt: refreshTime(now, expiresAt), expiresAt };
 }
 
 async function fromFile(s: OAuthBearerSettings, now: number): Promise<Token> {
@@ -107,15 +115,16 @@ async function fromFile(s: OAuthBearerSettings, now: number): Promise<Token> {
   }
   if (value === '') throw new OAuthBearerTokenError(`KAFKA_SASL_OAUTHBEARER_TOKEN_FILE=${s.tokenFile} is empty`);
   // Read again at most every 30 s, and before the token it holds expires: whoever keeps the file renews it.
-  const expiresAt = jwtExpiryMs(value);
-  return { value, refreshAt: Math.min(now + 30_000, expiresAt === undefined ? Infinity : refreshTime(now, expiresAt)) };
+  const expiresAt = jwtExpiryMs(value) ?? Infinity;
+  return { value, refreshAt: Math.min(now + 30_000, refreshTime(now, expiresAt)), expiresAt };
 }
 
 /**
  * The token provider both adapters call for each authentication (a new connection, or a re-authentication the
  * broker asks for when a session's lifetime ends: connections.max.reauth.ms): the current token, obtained again
- * once REFRESH_AT of its lifetime has passed or REFRESH_BUFFER_MS of it is left. Concurrent connections share one request; a failed request is not
- * kept, so the next authentication tries again.
+ * once REFRESH_AT of its lifetime has passed or REFRESH_BUFFER_MS of it is left. Concurrent connections share one
+ * request. A failed request is counted and not kept: the token held goes on being handed out while FALLBACK_LEFT_MS
+ * of it is left, and each authentication asks again; after that the failure is the authentication's.
  */
 export function oauthBearerTokens(s: OAuthBearerSettings, now: () => number = Date.now): () => Promise<string> {
   let current: Token | undefined;
@@ -136,7 +145,12 @@ export function oauthBearerTokens(s: OAuthBearerSettings, now: () => number = Da
       .finally(() => {
         inFlight = undefined;
       });
-    current = await inFlight;
+    try {
+      current = await inFlight;
+    } catch (e) {
+      if (current && now() < current.expiresAt - FALLBACK_LEFT_MS) return current.value;
+      throw e;
+    }
     return current.value;
   };
 }
