@@ -32,7 +32,8 @@ export interface SecureKafkaHandle {
 /**
  * A local Kafka broker (the machine's java, the jars testkit caches) with a SASL_SSL listener: TLS with a
  * certificate signed by a CA made now with openssl, client certificates required (mutual TLS), and SCRAM-SHA-512
- * with one user made when the storage is formatted (`kafka-storage format --add-scram`). A PLAINTEXT listener is
+ * with one user made when the storage is formatted (`kafka-storage format --add-scram`) or OAUTHBEARER (unsigned
+ * JWTs: unsignedJwt; sessions ended every OAUTH_SESSION_MS). A PLAINTEXT listener is
  * there only for the broker itself and its readiness check; clients are given the SASL_SSL one. A second broker
  * beside the shared one: start it once per spec file (9 s measured on the loaded 2-core machine: openssl, a StorageTool
  * JVM, the broker JVM) and stop it after.
