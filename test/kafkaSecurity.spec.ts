@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,7 +19,7 @@ import {
 } from '@shopstream/testkit';
 import { cliEnv, createTestShop, exitOf, json, readTopic, runCli, startTestRuntime, startTestServer } from '@shopstream/harness';
 import { killShopstreams, repo, spawnShopstream } from './shopstreamProcess.js';
-import { api, eventsFlowAndTimeline, startShopstream, stopShopstream } from './startFlows.js';
+import { api, distributedEnv, eventsFlowAndTimeline, startShopstream, stopShopstream } from './startFlows.js';
 
 /**
  * Kafka over SASL_SSL, as managed clusters require: a broker of this run's own whose only client listener takes
@@ -194,8 +193,8 @@ describe('the CLI over SASL_SSL', () => {
 const CLIENT_ID = 'shopstream-test-client';
 const CLIENT_SECRET = `oauth-${Math.random().toString(36).slice(2)}`;
 const TOKEN_SECONDS = 30;
-/** What the endpoint does now: how long its tokens live, and whether it refuses every client (a rotated secret). */
-const endpointMode = { lifetimeSeconds: TOKEN_SECONDS, refuse: false };
+/** Whether the endpoint now refuses every client (a rotated secret). */
+const endpointMode = { refuse: false };
 let tokenEndpoint: { url: string; issued: { client: string; expiresAt: number }[]; server: Server };
 beforeAll(async () => {
   const issued: { client: string; expiresAt: number }[] = [];
@@ -215,10 +214,9 @@ beforeAll(async () => {
         res.statusCode = 401;
         res.end(JSON.stringify({ error: 'invalid_client' }));
       } else {
-        const lifetime = endpointMode.lifetimeSeconds;
-        const exp = Math.floor(Date.now() / 1000) + lifetime;
+        const exp = Math.floor(Date.now() / 1000) + TOKEN_SECONDS;
         issued.push({ client: id, expiresAt: exp * 1000 });
-        res.end(JSON.stringify({ access_token: unsignedJwt({ sub: id, exp }), token_type: 'Bearer', expires_in: lifetime }));
+        res.end(JSON.stringify({ access_token: unsignedJwt({ sub: id, exp }), token_type: 'Bearer', expires_in: TOKEN_SECONDS }));
       }
     });
   });
@@ -319,7 +317,6 @@ describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KA
         message: 'ingest and /readyz back once the endpoint answers again',
       });
     } finally {
-      endpointMode.lifetimeSeconds = TOKEN_SECONDS;
       endpointMode.refuse = false;
       await server.stop();
       await rt.close();
@@ -340,20 +337,11 @@ describe.each(adapters)('over SASL_SSL with OAUTHBEARER (client credentials), KA
 
 describe('pnpm start over SASL_SSL with OAUTHBEARER', () => {
   it('the all-in-one process runs the flow, its consumer thread and its large-body producer thread each making their own tokens', async () => {
-    const shop = randomUUID();
-    const key = `oauth-${randomUUID()}`;
-    const s = await startShopstream({
-      ...oauthEnv(),
-      DATABASE_URL: await createTestDatabase(testInfra().databaseUrl),
-      TOPIC_PREFIX: uniquePrefix(),
-      KAFKA_PARTITIONS: '3',
-      BOOTSTRAP_API_KEYS: `${key}=${shop}`,
-      FLOW_REFRESH_MS: '500',
-      CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
-      LOG_LEVEL: 'info',
+    const { shop, key, env } = await distributedEnv(oauthEnv(), {
       // Bodies over 4 KiB go to the body worker and their records to the large-body producer thread.
       INGEST_LARGE_BODY_BYTES: '4096',
     });
+    const s = await startShopstream(env);
     const call = api(s.base, key, shop);
     await eventsFlowAndTimeline(s.base, call);
     expect(s.output()).toContain('consumers started in a worker thread');

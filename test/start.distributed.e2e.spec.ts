@@ -1,31 +1,19 @@
-import { randomUUID } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
+import { testInfra } from '@shopstream/testkit';
 import { killShopstreams } from './shopstreamProcess.js';
-import { startShopstream, stopShopstream, runCli, api, conversationLines, eventsFlowAndTimeline, exportedIdsOnceThere } from './startFlows.js';
+import { startShopstream, stopShopstream, runCli, api, conversationLines, distributedEnv, eventsFlowAndTimeline, exportedIdsOnceThere } from './startFlows.js';
 
 afterAll(killShopstreams);
 
 describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
   it('runs the same flow on Kafka and PostgreSQL', async () => {
-    const { kafkaBrokers, databaseUrl } = testInfra();
-    const shop = randomUUID();
-    const key = `e2e-${randomUUID()}`;
-    const env = {
-      KAFKA_BROKERS: kafkaBrokers.join(','),
-      DATABASE_URL: await createTestDatabase(databaseUrl),
-      TOPIC_PREFIX: uniquePrefix(),
-      KAFKA_PARTITIONS: '3',
-      BOOTSTRAP_API_KEYS: `${key}=${shop}`,
-      FLOW_REFRESH_MS: '500',
-      CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
-      // For the line that says where the consumers run.
-      LOG_LEVEL: 'info',
+    const { shop, key, env } = await distributedEnv(
+      { KAFKA_BROKERS: testInfra().kafkaBrokers.join(',') },
       // A value nothing else here runs at, to find the consumer thread by it.
-      CONSUMER_THREAD_NICE: '7',
-    };
+      { CONSUMER_THREAD_NICE: '7' },
+    );
     // Every service, as the image runs with no command given: stopped with SIGTERM below.
     const s = await startShopstream(env);
     expect(s.output()).toContain('distributed mode');

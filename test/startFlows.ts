@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { expect } from 'vitest';
 import { waitFor } from '@shopstream/harness';
+import { createTestDatabase, testInfra, uniquePrefix } from '@shopstream/testkit';
 import { repo, spawnShopstream, startBanner, type ShopstreamProcess } from './shopstreamProcess.js';
 
 // What the `pnpm start` specs share (start.e2e, start.pglite.e2e, start.distributed.e2e: three files, so the suite
@@ -21,6 +22,28 @@ const cli = scripts.cli.split(' ');
 
 export interface Started extends ShopstreamProcess {
   base: string;
+}
+
+/**
+ * A distributed deployment of a test's own on the shared PostgreSQL server: a new database, topic prefix and consumer
+ * groups, three partitions, one shop with a bootstrap API key, flows reloaded every 500 ms, logs at info (the line
+ * that says where the consumers run). `kafka`: KAFKA_BROKERS and how to reach them; `extra` overrides any of it.
+ */
+export async function distributedEnv(kafka: Record<string, string>, extra: Record<string, string> = {}) {
+  const shop = randomUUID();
+  const key = `e2e-${randomUUID()}`;
+  const env = {
+    ...kafka,
+    DATABASE_URL: await createTestDatabase(testInfra().databaseUrl),
+    TOPIC_PREFIX: uniquePrefix(),
+    KAFKA_PARTITIONS: '3',
+    BOOTSTRAP_API_KEYS: `${key}=${shop}`,
+    FLOW_REFRESH_MS: '500',
+    CONSUMER_GROUP_PREFIX: `${randomUUID()}.`,
+    LOG_LEVEL: 'info',
+    ...extra,
+  };
+  return { shop, key, env };
 }
 
 /** Starts the all-in-one process and waits for its banner; the base URL comes from what it printed. */
