@@ -58,3 +58,44 @@ export async function scrapeBuckets(baseUrl: string, name: string, keep: (labels
 }
 
 export const SERVICE_HISTOGRAMS = ['shopstream_kafka_send_seconds', 'shopstream_http_request_seconds', 'shopstream_consumer_batch_seconds'];
+
+/** A gauge's series from the service's /metrics, summed: undefined when it has none. */
+export async function scrapeGaugeSum(baseUrl: string, name: string): Promise<number | undefined> {
+  const text = await (await request(`${baseUrl}/metrics`)).body.text();
+  const series = new RegExp(`^${name}(\\{[^}]*\\})? ([0-9.e+-]+)$`);
+  let sum: number | undefined;
+  for (const line of text.split('\n')) {
+    const m = series.exec(line);
+    if (m) sum = (sum ?? 0) + Number(m[2]);
+  }
+  return sum;
+}
+
+/** How often a live projection reads its lag into shopstream_consumer_lag (projection.ts, lagIntervalMs). */
+const LAG_READ_EVERY_MS = 5_000;
+
+/**
+ * Waits until a process's consumers have worked off what the load before left them: its shopstream_consumer_lag
+ * summed over every group and partition is 0, and still 0 a lag reading later (the gauge is read every 5 s, so
+ * the first 0 seen may be older than the load's end). So that the next phase measures its own load, not the
+ * consumers catching up on the last one's. `seconds`: from the call to the first 0 seen (up to one reading late);
+ * `caughtUp` false when the lag was still above 0 after `timeoutMs`, or the process reported none.
+ */
+export async function consumersCaughtUp(baseUrl: string, timeoutMs = 180_000): Promise<{ caughtUp: boolean; seconds: number; lagAtStart: number | null }> {
+  const t0 = performance.now();
+  let zeroSince: number | undefined;
+  let lagAtStart: number | null = null;
+  for (let first = true; ; first = false) {
+    const lag = await scrapeGaugeSum(baseUrl, 'shopstream_consumer_lag');
+    const now = performance.now();
+    if (first) lagAtStart = lag ?? null;
+    if (lag === 0) {
+      zeroSince ??= now;
+      if (now - zeroSince > LAG_READ_EVERY_MS + 1_000) return { caughtUp: true, seconds: Number(((zeroSince - t0) / 1000).toFixed(1)), lagAtStart };
+    } else zeroSince = undefined;
+    // No gauge at all after two readings' time: the process reads no lag (nothing to wait for that can be seen).
+    if ((lag === undefined && now - t0 > 2 * LAG_READ_EVERY_MS + 1_000) || now - t0 > timeoutMs)
+      return { caughtUp: false, seconds: Number(((now - t0) / 1000).toFixed(1)), lagAtStart };
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
