@@ -247,6 +247,48 @@ export function busConformance(h: BusConformanceHarness): void {
       expect(a.handled.map(view)).toEqual(expectedLog(t, first));
     });
 
+    it('marks the first batch of a partition after a start as resumed, and delivers it again from the offset a handler rewinds to', async () => {
+      const b = await bus();
+      const t = await topic(b, 'rewind');
+      const first = [0, 1, 2].map((i) => ({ key: 'shop-r', value: `r${i}` }));
+      await b.publish(t, first);
+      const g = groupId('rewind');
+      const a = await collect(b, g, [t]);
+      await waitFor(async () => a.handled.length === 3 && (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'first three committed');
+      await stop(a.sub);
+
+      const second = [3, 4].map((i) => ({ key: 'shop-r', value: `r${i}` }));
+      await b.publish(t, second);
+      const p = partitionFor('shop-r', PARTITIONS);
+      const seen: { offset: string; resumed: boolean }[] = [];
+      const handled: BusRecord[] = [];
+      let rewound = false;
+      const sub = await (
+        await bus()
+      ).consume({
+        groupId: g,
+        topics: [t],
+        fromBeginning: true,
+        handleBatch: async (batch, ctx) => {
+          seen.push({ offset: batch.records[0].offset, resumed: ctx.resumed });
+          if (!rewound) {
+            rewound = true;
+            ctx.rewind('1');
+            return;
+          }
+          handled.push(...batch.records);
+        },
+      });
+      subs.push(sub);
+      await waitFor(() => handled.some((r) => r.offset === '4'), timeoutMs, 'the partition again from offset 1, to its end');
+      // The first batch resumed at the committed position (3); after the rewind the partition came again from 1.
+      expect(seen[0]).toEqual({ offset: '3', resumed: true });
+      expect(seen[1]).toEqual({ offset: '1', resumed: true });
+      expect(seen.slice(2).every((s) => !s.resumed)).toBe(true);
+      expect(handled.map(view)).toEqual(expectedLog(t, [...first, ...second].slice(1), PARTITIONS, { [p]: 1 }));
+      await waitFor(async () => (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'lag 0 after the rewound records');
+    });
+
     it('reports where each partition starts and ends, and forgets a deleted group', async () => {
       const b = await bus();
       const t = await topic(b, 'offsets');

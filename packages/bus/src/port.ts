@@ -29,6 +29,19 @@ export interface BatchContext {
   heartbeat(): Promise<void>;
   /** False once stop() was called: a long handler may end early by throwing nothing and returning. */
   isRunning(): boolean;
+  /**
+   * True for the first batch of a partition since it was assigned to this member (a start, a rebalance, a
+   * rejoin) or rewound: its first record is where the group's committed position said to resume. A handler that
+   * keeps its own position (a projection's checkpoint in PostgreSQL) compares the two there.
+   */
+  resumed: boolean;
+  /**
+   * Delivers this partition again from `offset` (below the batch's first record), instead of going on: the
+   * handler's own position is behind the group's committed one (its store lost work the group had committed:
+   * PostgreSQL restored from a backup). The batch is not committed; the partition's records come again, in
+   * order, from `offset` (or from the log's start, when retention removed that far). Call before returning.
+   */
+  rewind(offset: string): void;
 }
 
 export interface ConsumeOptions {

@@ -18,6 +18,11 @@ import { appendMarked, appendToOutbox, HeldRecords, startOutboxRelay, type Emitt
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
+const behind = counter(
+  'shopstream_projection_checkpoint_behind_total',
+  "Partitions a projection found its checkpoint in PostgreSQL behind the log's committed position when they were assigned to it (PostgreSQL lost committed work: restored from a backup, a failover to a replica that lagged), by outcome: rewound (delivered again from the checkpoint), gone (the records between were no longer in the log).",
+  ['group', 'topic', 'outcome'],
+);
 const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
 const lagGauge = gauge('shopstream_consumer_lag', 'Records in the log not yet committed by the group, per partition.', ['group', 'topic', 'partition']);
 
@@ -236,6 +241,19 @@ export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<B
   return was ?? -1n;
 }
 
+/**
+ * The projection's checkpoint of the batch's partition: the next offset to apply, or null when it has none. A
+ * partition assigned to a member resumes at the group's committed position in the log, committed after the
+ * checkpoint's transaction: the two agree, or the checkpoint is ahead (a crash between the two commits; the records
+ * are skipped as applied). A checkpoint behind the log's position means PostgreSQL lost work the group had
+ * committed (restored from a backup, a failover to a replica that lagged): the records between were never applied,
+ * and resuming at the log's position would skip them for good (see runLiveProjection).
+ */
+export const checkpointOf = (q: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>): Promise<bigint | null> =>
+  queryRow(q, sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${group} AND topic = ${batch.topic} AND partition = ${batch.partition}`, (r) =>
+    BigInt(r.next_offset as string),
+  );
+
 /** applyBatch for the valid records of the batch. */
 async function applyValid<T>(
   def: ProjectionDefinition<T>,
@@ -386,13 +404,42 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
+  /** By partition: the checkpoint it was last rewound to, so that records gone from the log are not asked for twice. */
+  const rewound = new Map<number, bigint>();
   const sub = await superviseConsumer(
     o.bus,
     {
       groupId,
       topics: [topic],
       fromBeginning: true,
-      handleBatch: async (batch) => {
+      handleBatch: async (batch, ctx) => {
+        // The first batch of a partition assigned here starts at the log's committed position: from the checkpoint
+        // when that is behind it (checkpointOf), or from the log's first record when retention removed that far.
+        if (ctx.resumed) {
+          const at = await checkpointOf(o.db, mode.checkpointGroup, batch);
+          const first = BigInt(batch.records[0].offset);
+          if ((at ?? 0n) < first) {
+            const low = BigInt((await o.bus.offsets(topic)).find((p) => p.partition === batch.partition)?.low ?? '0');
+            if (at !== null && at < low) {
+              behind.inc({ group: groupId, topic, outcome: 'gone' });
+              log.error(
+                { partition: batch.partition, checkpoint: String(at), logStart: String(low) },
+                "the projection's checkpoint is behind the first record the log still holds: the records between are gone from it (retention) and the projection goes on without them; rebuild it from a log that has them",
+              );
+            }
+            const to = at !== null && at > low ? at : low;
+            if (to < first && rewound.get(batch.partition) !== to) {
+              rewound.set(batch.partition, to);
+              behind.inc({ group: groupId, topic, outcome: 'rewound' });
+              log.warn(
+                { partition: batch.partition, checkpoint: at === null ? null : String(at), committed: batch.records[0].offset },
+                "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: restored from a backup?): the partition is delivered again from the checkpoint",
+              );
+              ctx.rewind(String(to));
+              return;
+            }
+          }
+        }
         const end = batchSeconds.startTimer({ group: groupId, topic });
         const r = await applyBatch(def, logic, o.db, mode, batch, log);
         // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are

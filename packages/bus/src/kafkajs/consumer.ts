@@ -53,7 +53,12 @@ export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number
         sessionTimeout,
         heartbeatInterval: heartbeatIntervalMs(sessionTimeout),
       });
-      consumer.on(consumer.events.GROUP_JOIN, () => o.onRunning?.(true));
+      /** Partitions with a batch handled since the last join: the first batch of any other is `resumed`. */
+      const handledSinceJoin = new Set<string>();
+      consumer.on(consumer.events.GROUP_JOIN, () => {
+        handledSinceJoin.clear();
+        o.onRunning?.(true);
+      });
       consumers.add(consumer);
       let running = true;
       let fail!: (e: ConsumerFailedError) => void;
@@ -88,8 +93,16 @@ export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number
         eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
           if (batch.messages.length === 0 || !isRunning() || isStale()) return;
           const records = batch.messages.map((m) => toRecord(batch.topic, batch.partition, m));
+          const partitionKey = `${batch.topic}\u0000${batch.partition}`;
+          let rewindTo: string | null = null;
+          const ctx = {
+            heartbeat,
+            isRunning: () => running && isRunning(),
+            resumed: !handledSinceJoin.has(partitionKey),
+            rewind: (offset: string) => void (rewindTo = offset),
+          };
           try {
-            await o.handleBatch({ topic: batch.topic, partition: batch.partition, records }, { heartbeat, isRunning: () => running && isRunning() });
+            await o.handleBatch({ topic: batch.topic, partition: batch.partition, records }, ctx);
           } catch (e) {
             log.warn({ err: e, topic: batch.topic, partition: batch.partition, groupId: o.groupId }, 'batch handler failed; the batch will be delivered again');
             // Back to the last committed position, so nothing after a failed record is taken as done.
@@ -97,6 +110,13 @@ export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number
             await new Promise((r) => setTimeout(r, 500));
             return;
           }
+          if (rewindTo !== null) {
+            // Not committed: the next fetch of the partition starts at the handler's position.
+            log.warn({ topic: batch.topic, partition: batch.partition, groupId: o.groupId, from: records[0].offset, to: rewindTo }, 'rewinding the partition');
+            consumer.seek({ topic: batch.topic, partition: batch.partition, offset: rewindTo });
+            return;
+          }
+          handledSinceJoin.add(partitionKey);
           const last = records[records.length - 1];
           const next = (BigInt(last.offset) + 1n).toString();
           // kafkajs fetches from the resolved offset, not the committed one: without this the same batch

@@ -29,6 +29,8 @@ interface Owned {
   position: bigint;
   /** After a failed batch, the partition rests until then (ms since the epoch). */
   retryAt: number;
+  /** No batch handled since this member claimed the partition: the next one starts at the committed position. */
+  resumed: boolean;
 }
 
 const idOf = (topic: string, partition: number) => `${topic}\u0000${partition}`;
@@ -109,7 +111,7 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       held.add(id);
       const had = owned.get(id);
       if (had) had.position = r.nextOffset;
-      else owned.set(id, { topic: r.topic, partition: r.partition, position: r.nextOffset, retryAt: 0 });
+      else owned.set(id, { topic: r.topic, partition: r.partition, position: r.nextOffset, retryAt: 0, resumed: true });
     }
     for (const id of [...owned.keys()]) if (!held.has(id)) owned.delete(id);
     lastClaim = Date.now();
@@ -132,7 +134,13 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       busRecordOf(p.topic, p.partition),
     );
     if (records.length === 0) return false;
-    const ctx: BatchContext = { heartbeat: () => heartbeat(p), isRunning: () => running };
+    let rewindTo: bigint | null = null;
+    const ctx: BatchContext = {
+      heartbeat: () => heartbeat(p),
+      isRunning: () => running,
+      resumed: p.resumed,
+      rewind: (offset) => void (rewindTo = BigInt(offset)),
+    };
     try {
       await o.handleBatch({ topic: p.topic, partition: p.partition, records }, ctx);
     } catch (e) {
@@ -140,6 +148,17 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       p.retryAt = Date.now() + tuning.retryBackoffMs;
       return true;
     }
+    if (rewindTo !== null) {
+      // The group's position goes back to the handler's (a claim reads it again), and the next batch starts there.
+      const to: bigint = rewindTo;
+      log.warn({ topic: p.topic, partition: p.partition, from: records[0].offset, to: String(to) }, 'rewinding the partition');
+      await db.query(sql`
+        UPDATE bus_group_offsets SET next_offset = ${to.toString()}::bigint, updated_at = now()
+        WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}`);
+      p.position = to;
+      return true;
+    }
+    p.resumed = false;
     const next = BigInt(records[records.length - 1].offset) + 1n;
     const done = await db.query(sql`
       UPDATE bus_group_offsets SET next_offset = ${next.toString()}::bigint, lease_until = ${lease}, updated_at = now()

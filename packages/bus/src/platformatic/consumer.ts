@@ -1,6 +1,6 @@
 import { Consumer, MessagesStreamFallbackModes, MessagesStreamModes, type Message, type MessagesStream } from '@platformatic/kafka';
 import type { Logger } from '@shopstream/telemetry';
-import { ConsumerFailedError, type Bus, type BusRecord, type ConsumeOptions, type Subscription } from '../port.js';
+import { ConsumerFailedError, type BatchContext, type Bus, type BusRecord, type ConsumeOptions, type Subscription } from '../port.js';
 import { heartbeatIntervalMs } from '../kafkaCommon.js';
 import type { PlatformaticKafkaBusOptions } from '../kafkaPlatformatic.js';
 import { withTimeout } from '../kafka/timeouts.js';
@@ -102,7 +102,8 @@ export function platformaticConsumers(
       next();
     });
 
-    type Queue = { topic: string; partition: number; generation: number; records: BusRecord[]; busy: boolean };
+    /** `resumed`: no batch of the partition handled yet in this stream's turn (it started at the committed position). */
+    type Queue = { topic: string; partition: number; generation: number; records: BusRecord[]; busy: boolean; resumed: boolean };
     let queues = new Map<string, Queue>();
     let queued = 0;
     let stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
@@ -117,7 +118,6 @@ export function platformaticConsumers(
       slots++;
       slotWaiters.shift()?.();
     };
-    const ctx = { heartbeat: async () => {}, isRunning: () => running };
     // Shutdown steps that wait on the broker give up after 5 s, so a stop ends within the service's shutdown timeout.
     const bounded = (p: Promise<void>, what: string) =>
       withTimeout(p, what, 5_000).catch((e: unknown) => slog.warn({ err: e }, `${what} did not finish cleanly`));
@@ -132,6 +132,13 @@ export function platformaticConsumers(
             let n = 0;
             while (n < q.records.length && (n === 0 || bytes + q.records[n].value.length <= MAX_BATCH_BYTES)) bytes += q.records[n++].value.length + 64;
             const records = q.records.slice(0, n);
+            let rewindTo: bigint | null = null;
+            const ctx: BatchContext = {
+              heartbeat: async () => {},
+              isRunning: () => running,
+              resumed: q.resumed,
+              rewind: (offset) => void (rewindTo = BigInt(offset)),
+            };
             try {
               await o.handleBatch({ topic: q.topic, partition: q.partition, records }, ctx);
             } catch (e) {
@@ -139,6 +146,15 @@ export function platformaticConsumers(
               await sleep(500);
               continue;
             }
+            if (rewindTo !== null) {
+              // The group's position goes back to where the handler resumes, and the stream's turn ends: the next
+              // stream starts every partition at its committed position (the others' batches in hand commit first).
+              slog.warn({ topic: q.topic, partition: q.partition, from: records[0].offset, to: String(rewindTo) }, 'rewinding the partition');
+              commitLater(q, rewindTo);
+              next();
+              return;
+            }
+            q.resumed = false;
             q.records.splice(0, records.length);
             queued -= records.length;
             if (stream?.isPaused() && queued < MAX_QUEUED_RECORDS / 2) stream.resume();
@@ -191,7 +207,7 @@ export function platformaticConsumers(
       if (!running || gen !== generation) return;
       const k = `${m.topic}\u0000${m.partition}`;
       let q = queues.get(k);
-      if (!q) queues.set(k, (q = { topic: m.topic, partition: m.partition, generation: gen, records: [], busy: false }));
+      if (!q) queues.set(k, (q = { topic: m.topic, partition: m.partition, generation: gen, records: [], busy: false, resumed: true }));
       q.records.push({
         topic: m.topic,
         partition: m.partition,

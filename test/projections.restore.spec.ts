@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { Kafka, logLevel } from 'kafkajs';
+import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
+import { createKafkaBus, createPlatformaticKafkaBus, topicNames, type Bus } from '@shopstream/bus';
+import { liveGroupId, runLiveProjection, type ProjectionDefinition } from '@shopstream/projections';
+import { createLogger } from '@shopstream/telemetry';
+import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
+
+// PostgreSQL restored from a backup (or failed over to a replica that lagged) has lost work the consumer group had
+// already committed in Kafka: the projection's checkpoint and rows are behind the group's position. A projection
+// that resumed at the group's position would skip the records between for good; it must apply them again.
+const adapters: [string, (o: Parameters<typeof createKafkaBus>[0]) => Promise<Bus>][] = [
+  ['@platformatic/kafka', createPlatformaticKafkaBus],
+  ['kafkajs', createKafkaBus],
+];
+
+describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)', (_name, createBus) => {
+  const prefix = uniquePrefix();
+  const topic = `${prefix}probe`;
+  const logger = createLogger('projection-restore', process.env.TEST_LOG_LEVEL ?? 'silent');
+  let db: Db;
+  let bus: Bus;
+  const def: ProjectionDefinition<{ n: number }> = {
+    name: 'probe',
+    version: 1,
+    summary: 'records each n it is given',
+    source: () => topic,
+    emits: () => [],
+    schema: z.object({ n: z.number().int() }),
+    tables: ['probe_applied'],
+    open: async () => ({
+      async apply(tx, records) {
+        for (const { value } of records) await tx.query(sql`INSERT INTO probe_applied VALUES (${value.n}) ON CONFLICT DO NOTHING`);
+        return [];
+      },
+    }),
+  };
+  const group = liveGroupId(prefix, def);
+  const run = () => runLiveProjection(def, { bus, db, logger, topics: topicNames(''), groupPrefix: prefix, lagIntervalMs: 0 });
+  const send = (n: number) => bus.publish(topic, [{ key: 'shop', value: JSON.stringify({ n }), headers: {} }]);
+  const applied = async () => (await db.query(sql`SELECT n FROM probe_applied ORDER BY n`)).map((r) => Number(r.n));
+  const checkpoint = () =>
+    queryRow(db, sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic} AND partition = 0`, (r) =>
+      String(r.next_offset),
+    );
+  /** Runs the projection until `n` is applied and the group's position in Kafka is committed past it. */
+  const runUntil = async (n: number) => {
+    const p = await run();
+    try {
+      await waitFor(async () => (await applied()).includes(n), { timeoutMs: 60_000, message: `record ${n} applied` });
+      await waitFor(async () => (await bus.lag(group, [topic])).every((l) => l.lag === 0), { timeoutMs: 60_000, message: 'the group committed' });
+    } finally {
+      await p.stop();
+    }
+  };
+  /** What a restore leaves: the rows and the checkpoint as they were once records 1..n (offsets 0..n-1) were applied. */
+  const restoreTo = async (n: number) => {
+    await db.query(sql`DELETE FROM probe_applied WHERE n > ${n}`);
+    await db.query(sql`UPDATE projection_offsets SET next_offset = ${n} WHERE group_id = ${group} AND topic = ${topic}`);
+  };
+
+  beforeAll(async () => {
+    db = connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 2 });
+    await migrate(db);
+    await db.query(sql`CREATE TABLE probe_applied (n integer PRIMARY KEY)`);
+    bus = await createBus({ brokers: testInfra().kafkaBrokers, clientId: 'projection-restore', replicationFactor: 1, logger });
+    await bus.ensureTopics([
+      { topic, partitions: 1 },
+      { topic: `${topic}.dlq`, partitions: 1 },
+    ]);
+  }, 120_000);
+  afterAll(async () => {
+    await bus?.close();
+    await db?.close();
+  });
+
+  it('applies again, from its checkpoint, the records the group had committed past it', async () => {
+    for (let n = 1; n <= 5; n++) await send(n);
+    await runUntil(5);
+    expect(await checkpoint()).toBe('5');
+
+    // Restored to a backup taken after record 2: the group's position in Kafka is still 5.
+    await restoreTo(2);
+    await send(6);
+    await runUntil(6);
+    expect(await applied()).toEqual([1, 2, 3, 4, 5, 6]);
+    expect(await checkpoint()).toBe('6');
+    expect(await bus.read(`${topic}.dlq`)).toEqual([]);
+  }, 240_000);
+
+  it('goes on from the first record the log still holds when retention removed the records after its checkpoint', async () => {
+    // Restored to a backup taken after record 1, and the log no longer holds offsets 0-2 (records 1-3).
+    await restoreTo(1);
+    const admin = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      await admin.fetchTopicMetadata({ topics: [topic] });
+      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '3' }] });
+    } finally {
+      await admin.disconnect();
+    }
+    await send(7);
+    await runUntil(7);
+    // Records 2 and 3 are gone from the log; 4-6, which the restore also lost, are applied again.
+    expect(await applied()).toEqual([1, 4, 5, 6, 7]);
+    expect(await checkpoint()).toBe('7');
+  }, 240_000);
+});
