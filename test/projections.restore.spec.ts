@@ -4,7 +4,7 @@ import { Kafka, logLevel } from 'kafkajs';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
 import { createKafkaBus, createPlatformaticKafkaBus, topicNames, type Bus } from '@shopstream/bus';
 import { liveGroupId, runLiveProjection, type ProjectionDefinition } from '@shopstream/projections';
-import { createLogger } from '@shopstream/telemetry';
+import { createLogger, registry } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
 
 // PostgreSQL restored from a backup (or failed over to a replica that lagged) has lost work the consumer group had
@@ -44,15 +44,33 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     queryRow(db, sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic} AND partition = 0`, (r) =>
       String(r.next_offset),
     );
+  /** The group's committed position in Kafka. */
+  const committed = async () => {
+    const admin = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+      return t?.partitions.find((p) => p.partition === 0)?.offset;
+    } finally {
+      await admin.disconnect();
+    }
+  };
   /** Runs the projection until `n` is applied and the group's position in Kafka is committed past it. */
   const runUntil = async (n: number) => {
     const p = await run();
     try {
       await waitFor(async () => (await applied()).includes(n), { timeoutMs: 60_000, message: `record ${n} applied` });
-      await waitFor(async () => (await bus.lag(group, [topic])).every((l) => l.lag === 0), { timeoutMs: 60_000, message: 'the group committed' });
+      // The group's committed position in Kafka reaches the checkpoint (lag alone would not: a transaction marker
+      // at the log's end is never consumed).
+      await waitFor(async () => (await committed()) === (await checkpoint()), { timeoutMs: 60_000, message: 'the group committed' });
     } finally {
       await p.stop();
     }
+  };
+  /** shopstream_projection_checkpoint_behind_total of this projection, by outcome. */
+  const behind = async () => {
+    const m = await registry.getSingleMetric('shopstream_projection_checkpoint_behind_total')!.get();
+    return Object.fromEntries(m.values.filter((v) => v.labels.group === group).map((v) => [v.labels.outcome, v.value]));
   };
   /** What a restore leaves: the rows and the checkpoint as they were once records 1..n (offsets 0..n-1) were applied. */
   const restoreTo = async (n: number) => {
@@ -86,6 +104,7 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     await runUntil(6);
     expect(await applied()).toEqual([1, 2, 3, 4, 5, 6]);
     expect(await checkpoint()).toBe('6');
+    expect(await behind()).toEqual({ rewound: 1 });
     expect(await bus.read(`${topic}.dlq`)).toEqual([]);
   }, 240_000);
 
@@ -105,5 +124,32 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     // Records 2 and 3 are gone from the log; 4-6, which the restore also lost, are applied again.
     expect(await applied()).toEqual([1, 4, 5, 6, 7]);
     expect(await checkpoint()).toBe('7');
+    expect(await behind()).toEqual({ rewound: 2, gone: 1 });
+  }, 240_000);
+
+  it("asks for nothing again when its checkpoint sits on another producer's transaction marker", async () => {
+    // An upstream producer writing in Kafka transactions: each commit marker takes an offset and is no record, so
+    // a checkpoint after a transaction's last record is the marker's offset, below the next record's.
+    const kafka = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING });
+    const producer = kafka.producer({ transactionalId: `${prefix}tx`, idempotent: true, maxInFlightRequests: 1 });
+    await producer.connect();
+    const inTransaction = async (...ns: number[]) => {
+      const tx = await producer.transaction();
+      await tx.send({ topic, messages: ns.map((n) => ({ key: 'shop', value: JSON.stringify({ n }) })) });
+      await tx.commit();
+    };
+    try {
+      await inTransaction(8, 9);
+      await runUntil(9);
+      const at = await checkpoint();
+      await inTransaction(10);
+      await runUntil(10);
+      // The batch started past the checkpoint (the marker between), and went through as it came.
+      expect(Number(await checkpoint())).toBeGreaterThan(Number(at) + 1);
+      expect(await applied()).toEqual([1, 4, 5, 6, 7, 8, 9, 10]);
+      expect(await behind()).toEqual({ rewound: 2, gone: 1 });
+    } finally {
+      await producer.disconnect();
+    }
   }, 240_000);
 });

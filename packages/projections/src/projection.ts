@@ -404,8 +404,38 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
-  /** By partition: the checkpoint it was last rewound to, so that records gone from the log are not asked for twice. */
-  const rewound = new Map<number, bigint>();
+  /** By partition: the checkpoint whose gone records were reported (each is reported once). */
+  const reportedGone = new Map<number, bigint>();
+  /**
+   * For the first batch of a partition assigned here: true, after asking the bus to deliver the partition again
+   * from there, when the log holds records between the checkpoint and the batch. Offsets between that hold no
+   * record (a transaction marker of another producer) ask for nothing; records retention removed are reported.
+   */
+  const resumesBehind = async (batch: Batch, ctx: BatchContext): Promise<boolean> => {
+    const at = await checkpointOf(o.db, mode.checkpointGroup, batch);
+    const first = BigInt(batch.records[0].offset);
+    if ((at ?? 0n) >= first) return false;
+    const low = BigInt((await o.bus.offsets(topic)).find((p) => p.partition === batch.partition)?.low ?? '0');
+    if (at !== null && at < low && reportedGone.get(batch.partition) !== at) {
+      reportedGone.set(batch.partition, at);
+      behind.inc({ group: groupId, topic, outcome: 'gone' });
+      log.error(
+        { partition: batch.partition, checkpoint: String(at), logStart: String(low) },
+        "the projection's checkpoint is behind the first record the log still holds: the records between are gone from it (retention) and the projection goes on without them; rebuild it from a log that has them",
+      );
+    }
+    const from = at !== null && at > low ? at : low;
+    if (from >= first) return false;
+    const [next] = await o.bus.read(topic, { partition: batch.partition, fromOffset: String(from), limit: 1 });
+    if (!next || BigInt(next.offset) >= first) return false;
+    behind.inc({ group: groupId, topic, outcome: 'rewound' });
+    log.warn(
+      { partition: batch.partition, checkpoint: at === null ? null : String(at), committed: batch.records[0].offset },
+      "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: restored from a backup?): the partition is delivered again from the checkpoint",
+    );
+    ctx.rewind(next.offset);
+    return true;
+  };
   const sub = await superviseConsumer(
     o.bus,
     {
@@ -413,33 +443,9 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
       topics: [topic],
       fromBeginning: true,
       handleBatch: async (batch, ctx) => {
-        // The first batch of a partition assigned here starts at the log's committed position: from the checkpoint
-        // when that is behind it (checkpointOf), or from the log's first record when retention removed that far.
-        if (ctx.resumed) {
-          const at = await checkpointOf(o.db, mode.checkpointGroup, batch);
-          const first = BigInt(batch.records[0].offset);
-          if ((at ?? 0n) < first) {
-            const low = BigInt((await o.bus.offsets(topic)).find((p) => p.partition === batch.partition)?.low ?? '0');
-            if (at !== null && at < low) {
-              behind.inc({ group: groupId, topic, outcome: 'gone' });
-              log.error(
-                { partition: batch.partition, checkpoint: String(at), logStart: String(low) },
-                "the projection's checkpoint is behind the first record the log still holds: the records between are gone from it (retention) and the projection goes on without them; rebuild it from a log that has them",
-              );
-            }
-            const to = at !== null && at > low ? at : low;
-            if (to < first && rewound.get(batch.partition) !== to) {
-              rewound.set(batch.partition, to);
-              behind.inc({ group: groupId, topic, outcome: 'rewound' });
-              log.warn(
-                { partition: batch.partition, checkpoint: at === null ? null : String(at), committed: batch.records[0].offset },
-                "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: restored from a backup?): the partition is delivered again from the checkpoint",
-              );
-              ctx.rewind(String(to));
-              return;
-            }
-          }
-        }
+        // The first batch of a partition assigned here starts at the log's committed position: when the checkpoint
+        // is behind it (checkpointOf) and the log still holds records between, they are delivered again first.
+        if (ctx.resumed && (await resumesBehind(batch, ctx))) return;
         const end = batchSeconds.startTimer({ group: groupId, topic });
         const r = await applyBatch(def, logic, o.db, mode, batch, log);
         // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
