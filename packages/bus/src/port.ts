@@ -39,7 +39,8 @@ export interface BatchContext {
    * Delivers this partition again from `offset` (below the batch's first record), instead of going on: the
    * handler's own position is behind the group's committed one (its store lost work the group had committed:
    * PostgreSQL restored from a backup). The batch is not committed; the partition's records come again, in
-   * order, from `offset` (or from the log's start, when retention removed that far). Call before returning.
+   * order, from `offset`, which must be one the log still holds (Bus.offsets' `low` or above: below it, what an
+   * adapter does is its client's answer to an offset out of range). Call before returning.
    */
   rewind(offset: string): void;
 }
