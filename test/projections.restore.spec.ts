@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel, type Admin } from 'kafkajs';
 import { connectPostgres, migrate, queryRow, sql, type Db } from '@shopstream/db';
 import { createKafkaBus, createPlatformaticKafkaBus, topicNames, type Bus } from '@shopstream/bus';
 import { liveGroupId, runLiveProjection, type ProjectionDefinition } from '@shopstream/projections';
@@ -44,16 +44,12 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     queryRow(db, sql`SELECT next_offset FROM projection_offsets WHERE group_id = ${group} AND topic = ${topic} AND partition = 0`, (r) =>
       String(r.next_offset),
     );
+  /** Kafka's admin client, for the group's committed position and to delete records as retention does. */
+  let admin: Admin;
   /** The group's committed position in Kafka. */
   const committed = async () => {
-    const admin = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    try {
-      const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-      return t?.partitions.find((p) => p.partition === 0)?.offset;
-    } finally {
-      await admin.disconnect();
-    }
+    const [t] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+    return t?.partitions.find((p) => p.partition === 0)?.offset;
   };
   /** Runs the projection until `n` is applied and the group's position in Kafka is committed past it. */
   const runUntil = async (n: number) => {
@@ -82,6 +78,8 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     db = connectPostgres({ url: await createTestDatabase(testInfra().databaseUrl), poolSize: 2 });
     await migrate(db);
     await db.query(sql`CREATE TABLE probe_applied (n integer PRIMARY KEY)`);
+    admin = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
     bus = await createBus({ brokers: testInfra().kafkaBrokers, clientId: 'projection-restore', replicationFactor: 1, logger });
     await bus.ensureTopics([
       { topic, partitions: 1 },
@@ -89,6 +87,7 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
     ]);
   }, 120_000);
   afterAll(async () => {
+    await admin?.disconnect();
     await bus?.close();
     await db?.close();
   });
@@ -111,14 +110,8 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
   it('goes on from the first record the log still holds when retention removed the records after its checkpoint', async () => {
     // Restored to a backup taken after record 1, and the log no longer holds offsets 0-2 (records 1-3).
     await restoreTo(1);
-    const admin = new Kafka({ brokers: testInfra().kafkaBrokers, logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    try {
-      await admin.fetchTopicMetadata({ topics: [topic] });
-      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '3' }] });
-    } finally {
-      await admin.disconnect();
-    }
+    await admin.fetchTopicMetadata({ topics: [topic] });
+    await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '3' }] });
     await send(7);
     await runUntil(7);
     // Records 2 and 3 are gone from the log; 4-6, which the restore also lost, are applied again.

@@ -133,6 +133,24 @@ export function busConformance(h: BusConformanceHarness): void {
       (await b.lag(group, [t])).map(({ topic: lt, partition, lag }) => ({ topic: lt, partition, lag })).sort((x, y) => x.partition - y.partition);
     const zeroLag = (t: string) => Array.from({ length: PARTITIONS }, (_, partition) => ({ topic: t, partition, lag: 0 }));
 
+    /**
+     * Three records of `key` handled and committed by a group that then stopped, and two more published after: what
+     * a restarted member of the group resumes on.
+     */
+    const threeCommittedThenTwo = async (label: string, key: string) => {
+      const b = await bus();
+      const t = await topic(b, label);
+      const first = [0, 1, 2].map((i) => ({ key, value: `${label}${i}` }));
+      await b.publish(t, first);
+      const g = groupId(label);
+      const a = await collect(b, g, [t]);
+      await waitFor(async () => a.handled.length === 3 && (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'first three committed');
+      await stop(a.sub);
+      const second = [3, 4].map((i) => ({ key, value: `${label}${i}` }));
+      await b.publish(t, second);
+      return { b, t, g, a, first, second };
+    };
+
     afterEach(async () => {
       await Promise.all(subs.splice(0).map((s) => s.stop()));
     });
@@ -229,17 +247,7 @@ export function busConformance(h: BusConformanceHarness): void {
     });
 
     it('resumes at the committed position after a restart of the group', async () => {
-      const b = await bus();
-      const t = await topic(b, 'resume');
-      const first = [0, 1, 2].map((i) => ({ key: 'shop-c', value: `c${i}` }));
-      await b.publish(t, first);
-      const g = groupId('resume');
-      const a = await collect(b, g, [t]);
-      await waitFor(async () => a.handled.length === 3 && (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'first three committed');
-      await stop(a.sub);
-
-      const second = [3, 4].map((i) => ({ key: 'shop-c', value: `c${i}` }));
-      await b.publish(t, second);
+      const { t, g, a, first, second } = await threeCommittedThenTwo('resume', 'shop-c');
       const again = await collect(await bus(), g, [t]);
       await waitFor(() => again.handled.length >= 2, timeoutMs, 'two new records');
       const p = partitionFor('shop-c', PARTITIONS);
@@ -248,17 +256,7 @@ export function busConformance(h: BusConformanceHarness): void {
     });
 
     it('marks the first batch of a partition after a start as resumed, and delivers it again from the offset a handler rewinds to', async () => {
-      const b = await bus();
-      const t = await topic(b, 'rewind');
-      const first = [0, 1, 2].map((i) => ({ key: 'shop-r', value: `r${i}` }));
-      await b.publish(t, first);
-      const g = groupId('rewind');
-      const a = await collect(b, g, [t]);
-      await waitFor(async () => a.handled.length === 3 && (await lagOf(b, g, t)).every((l) => l.lag === 0), timeoutMs, 'first three committed');
-      await stop(a.sub);
-
-      const second = [3, 4].map((i) => ({ key: 'shop-r', value: `r${i}` }));
-      await b.publish(t, second);
+      const { b, t, g, first, second } = await threeCommittedThenTwo('rewind', 'shop-r');
       const p = partitionFor('shop-r', PARTITIONS);
       const seen: { offset: string; resumed: boolean }[] = [];
       const handled: BusRecord[] = [];

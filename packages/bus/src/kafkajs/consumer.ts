@@ -1,6 +1,6 @@
 import type { Consumer, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
-import { ConsumerFailedError, type Bus, type BusRecord } from '../port.js';
+import { ConsumerFailedError, type BatchContext, type Bus, type BusRecord } from '../port.js';
 import { heartbeatIntervalMs } from '../kafkaCommon.js';
 
 /** The kafkajs adapter's consumers: Bus.consume, and their records. */
@@ -95,7 +95,7 @@ export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number
           const records = batch.messages.map((m) => toRecord(batch.topic, batch.partition, m));
           const partitionKey = `${batch.topic}\u0000${batch.partition}`;
           let rewindTo: string | null = null;
-          const ctx = {
+          const ctx: BatchContext = {
             heartbeat,
             isRunning: () => running && isRunning(),
             resumed: !handledSinceJoin.has(partitionKey),
