@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { newKey, open, seal } from './aead.js';
+import { newKey, newKeyBytes, open, seal, secretKey } from './aead.js';
 import { fingerprint, parseKeyList, parseMasterKey } from './keyring.js';
 
 describe('seal and open (AES-256-GCM)', () => {
@@ -25,12 +25,23 @@ describe('seal and open (AES-256-GCM)', () => {
   });
 });
 
+describe('keys', () => {
+  it('are KeyObjects made once from their bytes: a key and one made again from the same bytes seal and open alike', () => {
+    const [bytes] = newKeyBytes(1);
+    expect(bytes).toHaveLength(32);
+    const s = seal(secretKey(bytes), 'ada@example.com', 'x');
+    expect(open(secretKey(Buffer.from(bytes)), s, 'x').toString()).toBe('ada@example.com');
+    const [a, b] = newKeyBytes(2);
+    expect(a.equals(b)).toBe(false);
+  });
+});
+
 describe('master keys', () => {
   it('reads base64 or hex keys of 32 bytes, a list with comments, the first current; refuses other lengths', () => {
-    const k = newKey();
+    const [k] = newKeyBytes(1);
     expect(parseMasterKey(k.toString('base64'), 'env').equals(k)).toBe(true);
     expect(parseMasterKey(k.toString('hex'), 'env').equals(k)).toBe(true);
-    const other = newKey();
+    const [other] = newKeyBytes(1);
     const list = parseKeyList(`# current\n${k.toString('base64')}\n\n${other.toString('hex')} # old\n`, 'file');
     expect(list.map(fingerprint)).toEqual([fingerprint(k), fingerprint(other)]);
     expect(parseKeyList(`${k.toString('base64')},${other.toString('base64')}`, 'env')).toHaveLength(2);

@@ -1,14 +1,14 @@
 import { v4 as uuidv4 } from 'uuid';
 import { createKeyedMicroBatcher } from '@shopstream/bus';
 import { queryRows, sql, type Queryable } from '@shopstream/db';
-import { newKey, newKeys } from './aead.js';
+import { newKey, newKeyBytes, secretKey, type SecretKey } from './aead.js';
 import type { Keyring } from './keyring.js';
 import { KeyMemory } from './keyMemory.js';
 
 /** A contact's data key, unwrapped. */
 export interface DataKey {
   keyId: string;
-  key: Buffer;
+  key: SecretKey;
 }
 
 /** What a wrapped data key is bound to: it unwraps only for its own contact and key id. */
@@ -23,7 +23,8 @@ export interface KeyRow {
   wrapped: string;
 }
 /** A row's data key, unwrapped under the master key it names. */
-const unwrapRow = (keyring: Keyring, row: KeyRow): Buffer => keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id));
+const unwrapRow = (keyring: Keyring, row: KeyRow): SecretKey =>
+  secretKey(keyring.unwrap(row.master_id, row.wrapped, wrapAad(row.shop_id, row.contact_id, row.key_id)));
 
 /** Reads the master keys again when a row names one this process does not hold: one rotated in since it read them. */
 async function holdMastersOf(keyring: Keyring, rows: readonly KeyRow[]): Promise<void> {
@@ -44,7 +45,7 @@ const keyRow = (r: Record<string, unknown>): KeyRow => ({
  * (contactStates), not from this cache.
  */
 export class KeyCache {
-  private readonly byId: KeyMemory<Buffer>;
+  private readonly byId: KeyMemory<SecretKey>;
   constructor(
     private readonly keyring: Keyring,
     memory: ConstructorParameters<typeof KeyMemory>[0] = {},
@@ -61,7 +62,7 @@ export class KeyCache {
   }
 
   /** The row's key, from the cache or unwrapped (after prepare for rows whose master key may be new). */
-  unwrapNow(row: KeyRow): Buffer {
+  unwrapNow(row: KeyRow): SecretKey {
     const hit = this.byId.get(row.key_id);
     if (hit) return hit;
     const key = unwrapRow(this.keyring, row);
@@ -69,7 +70,7 @@ export class KeyCache {
     return key;
   }
 
-  async unwrap(row: KeyRow): Promise<Buffer> {
+  async unwrap(row: KeyRow): Promise<SecretKey> {
     await this.prepare([row]);
     return this.unwrapNow(row);
   }
@@ -221,20 +222,19 @@ export interface MadeKey {
   shop: string;
   contact: string;
   keyId: string;
-  key: Buffer;
+  key: SecretKey;
   masterId: string;
   wrapped: string;
 }
 
 /** New data keys for these contacts, each wrapped under the current master key, bound to its contact and key id. */
 export function makeDataKeys(keyring: Keyring, pairs: { shop: string; contact: string }[]): MadeKey[] {
-  const fresh = newKeys(pairs.length);
+  const fresh = newKeyBytes(pairs.length);
   return pairs.map(({ shop, contact }, i) => {
     const keyId = uuidv4();
-    const key = fresh[i];
-    const { masterId, wrapped } = keyring.wrap(key, wrapAad(shop, contact, keyId));
+    const { masterId, wrapped } = keyring.wrap(fresh[i], wrapAad(shop, contact, keyId));
     // Named fields, not a spread of the pair: the spread cost as much as the wrap.
-    return { shop, contact, keyId, key, masterId, wrapped };
+    return { shop, contact, keyId, key: secretKey(fresh[i]), masterId, wrapped };
   });
 }
 

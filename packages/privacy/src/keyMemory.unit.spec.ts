@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { BroadcastChannel } from 'node:worker_threads';
-import { newKey } from './aead.js';
+import { newKeyBytes } from './aead.js';
 import { KeyCache } from './dataKeys.js';
 import { forgetErasedKeys, KEY_TTL_MS, KeyMemory } from './keyMemory.js';
 import { keyringOf } from './keyring.js';
@@ -70,7 +70,8 @@ describe('KeyMemory: how long a data key stays in a process', () => {
 });
 
 describe('KeyCache', () => {
-  const master = newKey();
+  const fresh = () => newKeyBytes(1)[0];
+  const master = fresh();
   const row = (keyring: ReturnType<typeof keyringOf>, key: Buffer) => {
     const shop = '0b8f4a8e-1c7e-4f7e-9a51-3f3f1c9d0001';
     const contact = '0b8f4a8e-1c7e-4f7e-9a51-3f3f1c9d0002';
@@ -85,18 +86,19 @@ describe('KeyCache', () => {
     let unwraps = 0;
     const counting = { ...keyring, unwrap: (...a: Parameters<typeof keyring.unwrap>) => (unwraps++, keyring.unwrap(...a)) };
     const cache = new KeyCache(counting, { ttlMs: 1_000, now: c.now });
-    const key = newKey();
+    const key = fresh();
     const r = row(keyring, key);
-    expect(await cache.unwrap(r)).toEqual(key);
-    expect(cache.unwrapNow(r)).toEqual(key);
+    // KeyObjects: compared by their bytes (toEqual would find any two keys equal).
+    expect((await cache.unwrap(r)).export().equals(key)).toBe(true);
+    expect(cache.unwrapNow(r)).toBe(await cache.unwrap(r));
     expect(unwraps).toBe(1);
     c.pass(1_000);
-    expect(cache.unwrapNow(r)).toEqual(key);
+    expect(cache.unwrapNow(r).export().equals(key)).toBe(true);
     expect(unwraps).toBe(2);
   });
 
   it('reads the master keys again before unwrapping a row of a master key it does not hold', async () => {
-    const rotated = newKey();
+    const rotated = fresh();
     const keyring = keyringOf([master]);
     let reloads = 0;
     const reloading = {
@@ -107,9 +109,9 @@ describe('KeyCache', () => {
       },
     };
     const cache = new KeyCache(reloading);
-    await cache.prepare([row(keyring, newKey())]);
+    await cache.prepare([row(keyring, fresh())]);
     expect(reloads).toBe(0);
-    await cache.prepare([row(keyringOf([rotated]), newKey())]);
+    await cache.prepare([row(keyringOf([rotated]), fresh())]);
     expect(reloads).toBe(1);
   });
 });
