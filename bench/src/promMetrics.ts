@@ -1,4 +1,5 @@
 import { request } from 'undici';
+import { LAG_INTERVAL_MS } from '@shopstream/projections';
 
 export interface HistogramTotals {
   count: number;
@@ -71,9 +72,6 @@ export async function scrapeGaugeSum(baseUrl: string, name: string): Promise<num
   return sum;
 }
 
-/** How often a live projection reads its lag into shopstream_consumer_lag (projection.ts, lagIntervalMs). */
-const LAG_READ_EVERY_MS = 5_000;
-
 /**
  * Waits until a process's consumers have worked off what the load before left them: its shopstream_consumer_lag
  * summed over every group and partition is 0, and still 0 a lag reading later (the gauge is read every 5 s, so
@@ -91,10 +89,10 @@ export async function consumersCaughtUp(baseUrl: string, timeoutMs = 180_000): P
     if (first) lagAtStart = lag ?? null;
     if (lag === 0) {
       zeroSince ??= now;
-      if (now - zeroSince > LAG_READ_EVERY_MS + 1_000) return { caughtUp: true, seconds: Number(((zeroSince - t0) / 1000).toFixed(1)), lagAtStart };
+      if (now - zeroSince > LAG_INTERVAL_MS + 1_000) return { caughtUp: true, seconds: Number(((zeroSince - t0) / 1000).toFixed(1)), lagAtStart };
     } else zeroSince = undefined;
     // No gauge at all after two readings' time: the process reads no lag (nothing to wait for that can be seen).
-    if ((lag === undefined && now - t0 > 2 * LAG_READ_EVERY_MS + 1_000) || now - t0 > timeoutMs)
+    if ((lag === undefined && now - t0 > 2 * LAG_INTERVAL_MS + 1_000) || now - t0 > timeoutMs)
       return { caughtUp: false, seconds: Number(((now - t0) / 1000).toFixed(1)), lagAtStart };
     await new Promise((r) => setTimeout(r, 500));
   }

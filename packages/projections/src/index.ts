@@ -7,6 +7,7 @@ export {
   sendToDeadLetters,
   liveGroupId,
   moveCheckpoint,
+  LAG_INTERVAL_MS,
   type Projection,
   type ProjectionDefinition,
   type ProjectionDeclaration,

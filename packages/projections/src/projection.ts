@@ -24,6 +24,8 @@ const behind = counter(
   ['group', 'topic', 'outcome'],
 );
 const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
+/** How often a live projection reads its lag into shopstream_consumer_lag, unless told otherwise (lagIntervalMs). */
+export const LAG_INTERVAL_MS = 5_000;
 const lagGauge = gauge('shopstream_consumer_lag', 'Records in the log not yet committed by the group, per partition.', ['group', 'topic', 'partition']);
 
 export interface ValidRecord<T> {
@@ -342,7 +344,7 @@ export interface LiveProjectionOptions {
   groupPrefix: string;
   /** The process's master key settings (ProjectionDeps.env). */
   env?: MasterKeySettings;
-  /** How often consumer lag is read into the shopstream_consumer_lag gauge. 0 turns it off. */
+  /** How often consumer lag is read into the shopstream_consumer_lag gauge (LAG_INTERVAL_MS). 0 turns it off. */
   lagIntervalMs?: number;
   /** How often the outbox relay runs without being kicked (records a crash left behind). */
   relayIntervalMs?: number;
@@ -461,7 +463,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     { logger: log },
   );
 
-  const lagEvery = o.lagIntervalMs ?? 5_000;
+  const lagEvery = o.lagIntervalMs ?? LAG_INTERVAL_MS;
   const lastLag = new Map<string, number>();
   const timer =
     lagEvery > 0
