@@ -5,7 +5,7 @@ import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
 import { counter, deadConsumers, histogram, metricsText, registry, tracingEnabled, type Logger } from '@shopstream/telemetry';
 import { serverSpan } from './serverSpan.js';
-import { ApiError } from './errors.js';
+import { ApiError, ClientGone, clientGone } from './errors.js';
 import { countIngestAnswer } from './answerRates.js';
 
 declare global {
@@ -31,6 +31,9 @@ const shed = counter(
 );
 
 const REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The status a request is counted and logged with when its client closed the connection before the answer (nginx's). */
+export const CLIENT_CLOSED = 499;
 
 // A pino child per request (and a second one once the shop is known) cost more CPU than the rest of the
 // request's logging together: the request line passes its bindings as fields instead, and req.log is made
@@ -123,28 +126,28 @@ export function requestContext(service: string, logger: Logger, routes: string[]
     // Tracing on: the request's server span, active while its handlers run (their database and Kafka spans
     // are its children, and the records ingest writes carry its trace in `traceparent`).
     const span = tracingEnabled() ? serverSpan(req, path) : undefined;
-    res.on('finish', () => {
+    // The answer sent, or the connection closed before it was (the client gave up or went away: no 'finish' ever
+    // comes then), counted and logged as 499, nginx's "client closed request".
+    const done = (status: number) => {
       // The route template, not the path: ids in paths would make a metric series per id.
       const route = routeOf(path);
-      span?.finish(route, res.statusCode);
+      span?.finish(route, status);
       const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const labels = { service, method: req.method, route, status: String(res.statusCode) };
+      const labels = { service, method: req.method, route, status: String(status) };
       requests.inc(labels);
       latency.observe(labels, seconds);
-      countIngestAnswer(route, res.statusCode);
-      const level = res.statusCode >= 500 ? 'error' : 'info';
+      countIngestAnswer(route, status);
+      const level = status >= 500 ? 'error' : 'info';
       const own = (req as LoggedRequest)[OWN_LOGGER];
       const ms = Math.round(seconds * 1e4) / 10;
       // A logger already made for the request carries the bindings; otherwise the line's fields do.
       // `path` is the template too: logs and metrics group the same, and no id from a path lands in a log line.
-      if (own && own.shopId === req.shopId) own.log[level]({ method: req.method, path: route, status: res.statusCode, ms }, 'request');
-      else if (req.shopId === undefined) logger[level]({ request_id: req.id, method: req.method, path: route, status: res.statusCode, ms }, 'request');
-      else
-        logger[level](
-          { request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId, method: req.method, path: route, status: res.statusCode, ms },
-          'request',
-        );
-    });
+      if (own && own.shopId === req.shopId) own.log[level]({ method: req.method, path: route, status, ms }, 'request');
+      else if (req.shopId === undefined) logger[level]({ request_id: req.id, method: req.method, path: route, status, ms }, 'request');
+      else logger[level]({ request_id: req.id, shop_id: req.shopId, api_key_id: req.apiKeyId, method: req.method, path: route, status, ms }, 'request');
+    };
+    // 'close' comes after 'finish' too (one listener, not two).
+    res.once('close', () => done(res.writableFinished ? res.statusCode : CLIENT_CLOSED));
     if (span) span.run(next);
     else next();
   };
@@ -171,6 +174,9 @@ export function sendError(res: ServerResponse, requestId: string, err: ApiError)
 
 /** Turns anything thrown into the one error body; a 500 never carries a stack trace. */
 export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
+  // Its client is gone (the handler stopped on purpose, or failed for that reason): nothing to answer, and
+  // requestContext has counted and logged it as 499.
+  if (err instanceof ClientGone || (clientGone(res) && (err instanceof ApiError || isDatabaseUnavailable(err)))) return;
   const requestId = req.id ?? randomUUID();
   if (err instanceof ApiError) return sendError(res, requestId, err);
   // body-parser's errors carry a `type` and a status.

@@ -42,3 +42,24 @@ export class ApiError extends Error {
 }
 
 export const httpStatusOf = (code: ErrorCode): number => statusOf[code];
+
+/**
+ * Thrown by a handler that stopped working on a request because its client is gone (see clientGone): nothing
+ * can be answered, and the error handler sends nothing. requestContext counts and logs the request as 499.
+ */
+export class ClientGone extends Error {
+  constructor() {
+    // Thrown by the thousand when a backlog of abandoned requests is worked off: no stack trace (as ApiError).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
+    super('the client closed its connection before the request was answered');
+    Error.stackTraceLimit = limit;
+    this.name = 'ClientGone';
+  }
+}
+
+/**
+ * Whether the response can no longer reach its client: the connection closed before it was sent (the client
+ * gave up, or went away). Not `req.destroyed`: a request is destroyed once its body is read.
+ */
+export const clientGone = (res: { destroyed: boolean; writableFinished: boolean }): boolean => res.destroyed && !res.writableFinished;

@@ -1,4 +1,4 @@
-export { ApiError, httpStatusOf } from './errors.js';
+export { ApiError, ClientGone, clientGone, httpStatusOf } from './errors.js';
 export {
   createBaseApp,
   finishApp,

@@ -521,6 +521,50 @@ describe('when Kafka cannot take the write', () => {
   });
 });
 
+describe('a request whose client gave up', () => {
+  it('is dropped before its events are published: nothing on the log, counted abandoned and as a 499', async () => {
+    const shop = await createTestShop(rt);
+    const abandonedBefore = await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="single"']);
+    const closedBefore = await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/"', 'status="499"']);
+    const gaveUp = event({ name: 'gave up', contact: { email: `${randomUUID()}@example.com` } });
+    const client = http.request(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers });
+    client.on('error', () => {}); // the socket destroyed below
+    await rt.db.tx(async (tx) => {
+      // The contacts table held: the request waits in its contact's look-up until this transaction ends.
+      await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
+      client.end(JSON.stringify(gaveUp));
+      await waitFor(
+        async () =>
+          (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
+            .length > 0,
+        { message: "the request's contact look-up waiting on the lock" },
+      );
+      // The client gives up while its request waits; the server sees the connection closed.
+      client.destroy();
+      await waitFor(async () => (await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/"', 'status="499"'])) > closedBefore, {
+        message: 'the request counted as 499',
+      });
+    });
+    // The look-up goes on once the lock is gone; the request stops before publishing.
+    await waitFor(async () => (await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="single"'])) === abandonedBefore + 1, {
+      message: 'the event counted abandoned',
+    });
+    // A later event of the same shop (same partition): once it is on the log, the dropped one would be before it.
+    const marker = await post('/events/', event({ name: 'marker' }), shop.headers);
+    expect(marker.status).toBe(202);
+    const mine = await shopRecords(shop.shopId, (rs) => rs.some((r) => json(r).activity_id === marker.body.activity_id));
+    expect(mine.map((r) => json(r).activity_id)).toEqual([marker.body.activity_id]);
+    expect(await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/"', 'status="499"'])).toBe(closedBefore + 1);
+  });
+});
+
+/** The sum of a metric's series whose labels include every one of `labels` (as `name="value"`), from /metrics. */
+async function metricSum(name: string, labels: string[]): Promise<number> {
+  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  const lines = text.split('\n').filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)));
+  return lines.reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+}
+
 async function unavailableCount(): Promise<number> {
   const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
   const lines = text.split('\n').filter((l) => l.startsWith('shopstream_ingest_events_total{') && l.includes('outcome="unavailable"'));

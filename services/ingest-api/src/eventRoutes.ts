@@ -4,6 +4,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   ApiError,
   bearerSecret,
+  clientGone,
   defineRoute,
   HeldAnswers,
   LeasedRateLimiter,
@@ -62,10 +63,25 @@ async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, c
     return false;
   }
   LeasedRateLimiter.setHeaders(res, d);
-  res.once('finish', () => {
-    if (res.statusCode >= 500) d.refund();
+  res.once('close', () => {
+    if (res.writableFinished ? res.statusCode >= 500 : (res as Abandoned)[NOTHING_RECORDED] === true) d.refund();
   });
   return true;
+}
+
+const NOTHING_RECORDED = Symbol('nothingRecorded');
+type Abandoned = Response & { [NOTHING_RECORDED]?: boolean };
+
+/**
+ * IngestRequest's `gone` for this response: asked before anything is published, so a true answer also marks the
+ * request as having recorded nothing (its tokens are given back).
+ */
+function goneOf(res: Response): () => boolean {
+  return () => {
+    if (!clientGone(res)) return false;
+    (res as Abandoned)[NOTHING_RECORDED] = true;
+    return true;
+  };
 }
 
 const SHED_ROUTES = new Set(['/v2026-04/events/', '/v2026-04/events/bulk/']);
@@ -170,7 +186,13 @@ export function eventRoutes(
     req[ARRIVED] = new Date();
     next();
   };
-  const context = (req: Timed, endpoint: 'single' | 'bulk') => ({ shopId: req.shopId, requestId: req.id, receivedAt: req[ARRIVED] ?? new Date(), endpoint });
+  const context = (req: Timed, res: Response, endpoint: 'single' | 'bulk') => ({
+    shopId: req.shopId,
+    requestId: req.id,
+    receivedAt: req[ARRIVED] ?? new Date(),
+    endpoint,
+    gone: goneOf(res),
+  });
   // With a body pool, a large body is read as bytes and prepared in a worker; else parsed here like a small one.
   const bytesOf = (limit: string): RequestHandler[] => (bodies ? [largeBodyBytes(rt.config.INGEST_LARGE_BODY_BYTES, limit)] : []);
   /**
@@ -276,8 +298,8 @@ export function eventRoutes(
       errorHeaders: singleErrorHeaders,
       async handler(req, res) {
         const [outcome] = Buffer.isBuffer(req.body)
-          ? await prepare(req, 'single').then((p) => recordPrepared(preparedPorts, context(req, 'single'), p.items, p.heads))
-          : await recordEvents(ports, context(req, 'single'), [req.body]);
+          ? await prepare(req, 'single').then((p) => recordPrepared(preparedPorts, context(req, res, 'single'), p.items, p.heads))
+          : await recordEvents(ports, context(req, res, 'single'), [req.body]);
         if (outcome.status === 'error') throw new ApiError('validation_error', 'The event is not valid.', outcome.error.fields);
         sendJson(res, 202, outcome.event);
       },
@@ -321,12 +343,12 @@ export function eventRoutes(
         if (Buffer.isBuffer(req.body)) {
           const p = await prepare(req, 'bulk');
           if (!(await charge(limiter, req, res, p.items.length))) return;
-          outcomes = await recordPrepared(preparedPorts, context(req, 'bulk'), p.items, p.heads);
+          outcomes = await recordPrepared(preparedPorts, context(req, res, 'bulk'), p.items, p.heads);
         } else {
           const body = validate(bulkRequestSchema, req.body, 'The request body');
           // Counted once the body is known to hold 1 to 100 events: each is one token.
           if (!(await charge(limiter, req, res, body.events.length))) return;
-          outcomes = await recordEvents(ports, context(req, 'bulk'), body.events);
+          outcomes = await recordEvents(ports, context(req, res, 'bulk'), body.events);
         }
         const results: BulkResultItem[] = outcomes.map((o, index) =>
           o.status === 'success'

@@ -1,6 +1,6 @@
 import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
-import { ApiError } from '@shopstream/http';
+import { ApiError, ClientGone } from '@shopstream/http';
 import { contactPersonal, sealEventRecord, sealedPartJson, sealPersonal, type ContactKeys, type DataKey } from '@shopstream/privacy';
 import { counter } from '@shopstream/telemetry';
 import { setImmediate as nextTurn } from 'node:timers/promises';
@@ -31,6 +31,13 @@ export interface IngestRequest {
   /** When the request arrived: the default event_time, and the record's received_at. */
   receivedAt: Date;
   endpoint: 'single' | 'bulk';
+  /**
+   * Whether the request's client is gone (its connection closed: it gave up waiting). Asked before the contacts
+   * are resolved and before the records are published: a request nobody waits for any more is dropped there
+   * (ClientGone), so a backlog of them (a process frozen under load, then thawed) costs little and stores nothing
+   * no one was told of.
+   */
+  gone?: () => boolean;
 }
 
 export type ItemOutcome =
@@ -41,7 +48,7 @@ export const RETRY_AFTER_SECONDS = 5;
 
 const eventsCounter = counter(
   'shopstream_ingest_events_total',
-  'Events taken by the ingest API, by endpoint and outcome: accepted (written to the log), duplicate (same key earlier in the same request, not written again), invalid, unavailable (the log could not take it).',
+  'Events taken by the ingest API, by endpoint and outcome: accepted (written to the log), duplicate (same key earlier in the same request, not written again), invalid, unavailable (the log could not take it), abandoned (not written: the client closed its connection first).',
   ['endpoint', 'outcome'],
 );
 
@@ -130,6 +137,14 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     if (item.ok) valid.push({ index, item });
   });
 
+  const invalidCount = checked.length - valid.length;
+  const abandon = (): ClientGone => {
+    eventsCounter.inc({ endpoint: req.endpoint, outcome: 'abandoned' }, valid.length);
+    if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);
+    return new ClientGone();
+  };
+  if (req.gone?.()) throw abandon();
+
   const withContact = valid.filter((v) => v.item.contact !== undefined);
   const resolved = new Map<number, ResolvedContact>();
   if (withContact.length > 0) {
@@ -165,7 +180,8 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     await slice();
   }
 
-  const invalidCount = checked.length - valid.length;
+  // Asked again: resolving the contacts waited (on the database, on other requests' look-ups).
+  if (req.gone?.()) throw abandon();
   const parts = partsOf(records, ports.sendPartBytes ?? 0);
   let sent = 0;
   try {
