@@ -123,12 +123,20 @@ export async function startPipeline(ctx: Context, consumers: { name: 'activity-p
 }
 
 /** Records a consumer process has handled (applied, skipped as duplicates, dead-lettered), from its /metrics; undefined when it does not answer within 1 s. */
-async function handledBy(s: Service): Promise<number | undefined> {
+const handledBy = (s: Service): Promise<number | undefined> => metricTotal(s, 'shopstream_consumer_records_total');
+
+/**
+ * The sum of a counter's series in a process's /metrics whose labels include each of `labels` (`status="499"`);
+ * undefined when it does not answer within `timeoutMs`.
+ */
+export async function metricTotal(s: Service, name: string, labels: string[] = [], timeoutMs = 1_000): Promise<number | undefined> {
   try {
-    const res = await fetch(`${s.baseUrl}/metrics`, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(`${s.baseUrl}/metrics`, { signal: AbortSignal.timeout(timeoutMs) });
     const text = await res.text();
     let n = 0;
-    for (const m of text.matchAll(/^shopstream_consumer_records_total\{[^}]*\} (\d+(?:\.\d+)?(?:e\+\d+)?)$/gm)) n += Number(m[1]);
+    for (const m of text.matchAll(/^(\w+)\{([^}]*)\} (\d+(?:\.\d+)?(?:e\+\d+)?)$/gm)) {
+      if (m[1] === name && labels.every((l) => m[2].includes(l))) n += Number(m[3]);
+    }
     return n;
   } catch {
     return undefined;

@@ -16,6 +16,7 @@ import {
   startPipeline,
   untilAssigned,
   secondsRow,
+  metricTotal,
 } from '../groupFaults.js';
 import { until } from '../services.js';
 import type { Context, Figures, Row, Scenario } from '../types.js';
@@ -34,7 +35,7 @@ import { byStatus, noneRow, sec, serverErrorsRow, withinRow } from '../scenarioF
 export const pause: Scenario = {
   name: 'pause',
   description:
-    'one of two activity-projector replicas SIGSTOPped 60 s, then ingest-api 20 s, under 300 events/s: nothing lost or doubled, consumers back ≤ 10 s, none alive but idle',
+    'one of two activity-projector replicas SIGSTOPped 60 s, then ingest-api 20 s, under 300 events/s: nothing lost or doubled, consumers back and ingest answering in time ≤ 10 s, none alive but idle',
   async run(ctx: Context): Promise<Figures> {
     const { rate, leadMs, projectorStopMs, betweenMs, ingestStopMs, tailMs } = ctx.sized({
       rate: [300, 300],
@@ -82,6 +83,9 @@ export const pause: Scenario = {
     await sleep(tailMs);
     const { startedAt, endedAt } = await load.stop();
     ctx.log(`load stopped: ${load.sent()} sent, ${load.accepted.length} accepted`);
+    // Requests ingest-api dropped because their clients had given up (the thaw's backlog), and their events.
+    const dropped = await metricTotal(p.ingest, 'shopstream_http_requests_total', ['status="499"'], 5_000);
+    const abandoned = await metricTotal(p.ingest, 'shopstream_ingest_events_total', ['outcome="abandoned"'], 5_000);
 
     // Lag of both groups at 0: what "caught up" means to an operator's dashboard (the activities are checked below).
     let lagZeroMs: number | undefined;
@@ -118,7 +122,13 @@ export const pause: Scenario = {
       serverErrorsRow(answersByStatus),
       backRow(`${frozen.label} applying records again after its SIGCONT`, frozenAgain),
       ...ingestAgain.map((x) => backRow(`${x.label} applying records again after ingest-api's SIGCONT`, x)),
-      secondsRow("ingest-api's first 202 after its SIGCONT", ingestBack),
+      // Its clients waited 15 s: ingest must not spend their time on the requests of those who gave up.
+      withinRow("ingest-api's first 202 after its SIGCONT", ingestBack, 10_000),
+      {
+        measure: 'requests ingest-api dropped, their clients gone (counted 499)',
+        value: dropped ?? 'not read',
+        unit: abandoned === undefined ? '' : `(${abandoned} events not published)`,
+      },
       {
         measure: 'consumer processes not working at the end (alive but idle, or exited)',
         value:

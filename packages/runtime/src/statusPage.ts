@@ -78,8 +78,8 @@ function projectionCard(p) {
     el("dt", {}, "last rebuild"), el("dd", {}, rebuildText(p.rebuild)));
   return el("div", { class: "card", "data-projection": p.projection }, el("h3", {}, p.projection + " v" + p.version, el("span", { class: "pill " + state[1] }, state[0])), dl);
 }
-const COLORS = { "2xx": "#1f8a4c", "4xx": "#b7791f", "429": "#805ad5", "503": "#c53030", "5xx": "#e53e3e" };
-const classOf = (status) => (status === "429" || status === "503" ? status : status[0] + "xx");
+const COLORS = { "2xx": "#1f8a4c", "4xx": "#b7791f", "429": "#805ad5", "499": "#718096", "503": "#c53030", "5xx": "#e53e3e" };
+const classOf = (status) => (status === "429" || status === "499" || status === "503" ? status : status[0] + "xx");
 function drawIngest(ingest) {
   const series = {};
   ingest.buckets.forEach((b, i) => {
