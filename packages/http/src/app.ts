@@ -21,7 +21,11 @@ declare global {
   }
 }
 
-const requests = counter('shopstream_http_requests_total', 'HTTP requests, by service, route and status.', ['service', 'method', 'route', 'status']);
+const requests = counter(
+  'shopstream_http_requests_total',
+  'HTTP requests, by service, route and status (499: the client closed its connection before the answer, which was not sent).',
+  ['service', 'method', 'route', 'status'],
+);
 const latency = histogram('shopstream_http_request_seconds', 'HTTP request latency, by service, route and status.', ['service', 'method', 'route', 'status']);
 
 const shed = counter(
