@@ -35,7 +35,7 @@ import { byStatus, noneRow, sec, serverErrorsRow, withinRow } from '../scenarioF
 export const pause: Scenario = {
   name: 'pause',
   description:
-    'one of two activity-projector replicas SIGSTOPped 60 s, then ingest-api 20 s, under 300 events/s: nothing lost or doubled, consumers back ≤ 10 s, ingest answering within its clients’ 15 s, none alive but idle',
+    'one of two activity-projector replicas SIGSTOPped 60 s, then ingest-api 20 s, under 300 events/s: nothing lost or doubled, consumers back ≤ 10 s, ingest answering again ≤ 15 s (the timeout of the load), none alive but idle',
   async run(ctx: Context): Promise<Figures> {
     const { rate, leadMs, projectorStopMs, betweenMs, ingestStopMs, tailMs } = ctx.sized({
       rate: [300, 300],
