@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { waitFor as poll } from '@shopstream/testkit';
-import { BusUnavailableError, partitionFor, type Batch, type Bus, type BusRecord, type OutgoingRecord, type Subscription } from '@shopstream/bus';
+import {
+  BusUnavailableError,
+  partitionFor,
+  PublishAbandonedError,
+  type Batch,
+  type Bus,
+  type BusRecord,
+  type OutgoingRecord,
+  type Subscription,
+} from '@shopstream/bus';
 
 /**
  * What an adapter can do, as its harness declares it, so the suite runs the cases that apply (Watermill
@@ -416,6 +425,28 @@ export function busConformance(h: BusConformanceHarness): void {
       expect(p2.size).toBeGreaterThan(0);
       expect([...p1].filter((p) => p2.has(p))).toEqual([]);
       expect([...m1.handled, ...m2.handled].map(view).sort(byLogPosition)).toEqual(expectedLog(t, published).sort(byLogPosition));
+    });
+
+    it('leaves out a publish whose caller abandoned it by the time its records are taken to be written, and writes the rest', async () => {
+      const b = await bus();
+      const t = await topic(b, 'abandoned');
+      const key = keysCoveringPartitions(1)[0];
+      // Abandoned only after publish was called: the adapter asks when it writes, not when it is handed the records.
+      let gone = false;
+      const dropped = b.publish(t, [{ key, value: 'dropped' }], { abandoned: () => gone });
+      const kept = b.publish(t, [{ key, value: 'kept' }], { abandoned: () => false });
+      gone = true;
+      await expect(dropped).rejects.toBeInstanceOf(PublishAbandonedError);
+      await kept;
+      await b.publish(t, [{ key, value: 'after' }]);
+      const c = await collect(b, groupId('abandoned'), [t]);
+      await waitFor(() => c.handled.length >= 2, timeoutMs, 'two records');
+      await waitFor(
+        async () => (await lagOf(b, groupId('abandoned-nobody'), t)).reduce((n, l) => n + l.lag, 0) === 2,
+        timeoutMs,
+        'the log holding two records',
+      );
+      expect(c.handled.map((r) => r.value.toString())).toEqual(['kept', 'after']);
     });
 
     it('rejects publish with BusUnavailableError and pings false when the backend is unreachable', async () => {

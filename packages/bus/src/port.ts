@@ -153,7 +153,7 @@ export interface Bus {
    * Rejects with BusUnavailableError when it cannot take them; then none is reported written. Callers never
    * split by size: an adapter with a size limit does (splitForSend), one budget for every caller (topicLimits).
    */
-  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  publish(topic: string, records: OutgoingRecord[], opts?: PublishOptions): Promise<void>;
   consume(opts: ConsumeOptions): Promise<Subscription>;
   /** Per partition of the group's topics: the log end and the committed position. */
   lag(groupId: string, topics: string[]): Promise<{ topic: string; partition: number; lag: number }[]>;
@@ -173,6 +173,25 @@ export interface Bus {
 }
 
 /** The log cannot take or serve records right now; the caller may retry later. */
+/** Options of one publish. */
+export interface PublishOptions {
+  /**
+   * Asked when the records are taken to be written (Kafka: when the producer's micro-batch takes them for a send;
+   * the Postgres log: before its append), not when publish is called: true leaves them unwritten, and the publish
+   * rejects with PublishAbandonedError. For a caller whose own caller is gone (ingest: the HTTP client closed its
+   * connection while its request waited). A publish the adapter splits in parts asks before its first part only.
+   */
+  abandoned?: () => boolean;
+}
+
+/** A publish whose `abandoned` said true when its records were taken to be written: none of them was written. */
+export class PublishAbandonedError extends Error {
+  constructor() {
+    super('the publish was abandoned before its records were written');
+    this.name = 'PublishAbandonedError';
+  }
+}
+
 export class BusUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);

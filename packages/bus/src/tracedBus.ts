@@ -1,5 +1,5 @@
 import { getTracer, SpanKind, spanContextOf, traceparentOf, TRACEPARENT, endWithError, type Link } from '@shopstream/telemetry';
-import type { Bus, OutgoingRecord } from './port.js';
+import type { Bus, OutgoingRecord, PublishOptions } from './port.js';
 
 /** Links a span keeps at most: a relay round of 5,000 records would otherwise carry 5,000. */
 export const MAX_LINKS = 128;
@@ -14,7 +14,7 @@ export const MAX_LINKS = 128;
 export function tracedBus(bus: Bus): Bus {
   const system = bus.messagingSystem;
   const traced: Bus = Object.create(bus) as Bus;
-  traced.publish = async (topic: string, records: OutgoingRecord[]) => {
+  traced.publish = async (topic: string, records: OutgoingRecord[], opts?: PublishOptions) => {
     const links: Link[] = [];
     for (const r of records) {
       if (links.length >= MAX_LINKS) break;
@@ -38,7 +38,7 @@ export function tracedBus(bus: Bus): Bus {
         ? records
         : records.map((r) => (r.headers?.[TRACEPARENT] !== undefined ? r : { ...r, headers: { ...r.headers, [TRACEPARENT]: traceparent } }));
     try {
-      await bus.publish(topic, out);
+      await bus.publish(topic, out, opts);
       span.end();
     } catch (e) {
       endWithError(span, e);

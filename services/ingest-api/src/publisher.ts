@@ -1,5 +1,5 @@
 import type { Worker } from 'node:worker_threads';
-import { BusUnavailableError, type OutgoingRecord } from '@shopstream/bus';
+import { BusUnavailableError, PublishAbandonedError, type OutgoingRecord, type PublishOptions } from '@shopstream/bus';
 import type { KafkaSecurity } from '@shopstream/bus';
 import { counter, type Logger } from '@shopstream/telemetry';
 import { spawnModuleWorker } from './bodyPool.js';
@@ -58,8 +58,10 @@ export class WorkerPublisher {
     private readonly spawn: (config: PublisherConfig) => Worker = (c) => spawnModuleWorker('publisherWorker', c),
   ) {}
 
-  publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+  publish(topic: string, records: OutgoingRecord[], opts?: PublishOptions): Promise<void> {
     if (this.closed) return Promise.reject(new BusUnavailableError('the large-body producer is closed'));
+    // Asked here, not in the thread (a function does not cross): the records are about to leave for it.
+    if (opts?.abandoned?.() === true) return Promise.reject(new PublishAbandonedError());
     const worker = this.worker ?? this.start();
     const id = this.nextId++;
     // A value that owns its whole memory is moved, not copied (no one reads it after its publish); a small one

@@ -1,4 +1,4 @@
-import { BusUnavailableError, type Bus, type OutgoingRecord } from '@shopstream/bus';
+import { BusUnavailableError, PublishAbandonedError, type Bus, type OutgoingRecord } from '@shopstream/bus';
 import { eventsTopic, type Contact, type EventAccepted, type EventRecord, type ResolvedContact } from '@shopstream/contracts';
 import { ApiError, ClientGone } from '@shopstream/http';
 import { contactPersonal, sealEventRecord, sealedPartJson, sealPersonal, type ContactKeys, type DataKey } from '@shopstream/privacy';
@@ -33,9 +33,9 @@ export interface IngestRequest {
   endpoint: 'single' | 'bulk';
   /**
    * Whether the request's client is gone (its connection closed: it gave up waiting). Asked before the contacts
-   * are resolved and before the records are published: a request nobody waits for any more is dropped there
-   * (ClientGone), so a backlog of them (a process frozen under load, then thawed) costs little and stores nothing
-   * no one was told of.
+   * are resolved, before the records are published, and by the producer as it takes them for a send
+   * (PublishOptions.abandoned): a request nobody waits for any more is dropped there (ClientGone), so a backlog of
+   * them (a process frozen under load, then thawed) costs little and stores nothing no one was told of.
    */
   gone?: () => boolean;
 }
@@ -186,10 +186,12 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
   let sent = 0;
   try {
     for (const part of parts) {
-      await ports.bus.publish(ports.eventsTopic, part);
+      // Asked once more by the producer, as it takes the records for a send (the first part only).
+      await ports.bus.publish(ports.eventsTopic, part, sent === 0 && req.gone ? { abandoned: req.gone } : undefined);
       sent++;
     }
   } catch (e) {
+    if (e instanceof PublishAbandonedError) throw abandon();
     if (!(e instanceof BusUnavailableError)) throw e;
     eventsCounter.inc({ endpoint: req.endpoint, outcome: 'unavailable' }, valid.length);
     if (invalidCount > 0) eventsCounter.inc({ endpoint: req.endpoint, outcome: 'invalid' }, invalidCount);

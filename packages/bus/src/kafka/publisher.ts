@@ -1,6 +1,6 @@
 import { topicLimits } from '@shopstream/contracts';
 import { counter, histogram, type Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, RecordsTooLargeError, type OutgoingRecord } from '../port.js';
+import { BusUnavailableError, PublishAbandonedError, RecordsTooLargeError, type OutgoingRecord, type PublishOptions } from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
 import { splitForSend } from '../sendSize.js';
 import { createBrokerGate, PublishRefusedError, refusals } from './brokerGate.js';
@@ -122,18 +122,22 @@ export interface KafkaPublisherOptions {
 
 interface KafkaPublisher {
   /** Bus.publish: resolves once the broker acknowledged every record; BusUnavailableError otherwise. */
-  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  publish(topic: string, records: OutgoingRecord[], opts?: PublishOptions): Promise<void>;
   /** Sends what is pending and waits for the send in flight. */
   close(): Promise<void>;
 }
 
-/** One publish's share of a micro-batch: queued until a flush takes it; given up (never sent) when its wait ran out first. */
+/**
+ * One publish's share of a micro-batch: queued until a flush takes it; given up (never sent) when its wait ran out
+ * first; abandoned (never sent) when its caller's `abandoned` said so as the flush took it.
+ */
 interface PublishItem {
   topic: string;
   records: OutgoingRecord[];
   bytes: number;
   probe: boolean;
-  state: 'queued' | 'sending' | 'given-up';
+  state: 'queued' | 'sending' | 'given-up' | 'abandoned';
+  abandoned?: () => boolean;
 }
 
 /**
@@ -145,7 +149,8 @@ interface PublishItem {
  * still queued, are left out of the next send (PublishRefusedError), or, if already in flight, may still land.
  * A send that fails or does not finish within publishTimeoutMs replaces the producer. A send in flight longer
  * than its stall bound (stallMs, plus STALL_MS_PER_MIB), and a failed one, make new publishes fail at once
- * (createBrokerGate).
+ * (createBrokerGate). A publish whose `abandoned` says true when a flush takes it is left out of the send
+ * (PublishAbandonedError).
  */
 export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
   const gate = createBrokerGate();
@@ -160,6 +165,7 @@ export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
     async flush(items) {
       const hadProbe = items.some((i) => i.probe);
       try {
+        for (const i of items) if (i.state === 'queued' && i.abandoned?.() === true) i.state = 'abandoned';
         const live = items.filter((i) => i.state === 'queued');
         if (live.length === 0) return;
         gate.check(live.some((i) => i.probe));
@@ -231,19 +237,22 @@ export function createKafkaPublisher(o: KafkaPublisherOptions): KafkaPublisher {
         }
       }, waitMs);
       batcher.add(item).then(
-        () => (clearTimeout(t), resolve()),
-        (e: unknown) => (clearTimeout(t), reject(e)),
+        // Abandoned: none of its records was in the send, whatever became of the send.
+        () => (clearTimeout(t), item.state === 'abandoned' ? reject(new PublishAbandonedError()) : resolve()),
+        (e: unknown) => (clearTimeout(t), reject(item.state === 'abandoned' ? new PublishAbandonedError() : e)),
       );
     });
   }
 
   return {
-    async publish(topic, records) {
+    async publish(topic, records, opts) {
       if (records.length === 0) return;
-      // In order: a publish too large for one send is several, one after the other.
+      // In order: a publish too large for one send is several, one after the other; only the first may be abandoned.
+      let abandoned = opts?.abandoned;
       for (const part of splitForSend(records)) {
         const probe = gate.admit();
-        await sendWithin({ topic, ...part, probe, state: 'queued' });
+        await sendWithin({ topic, ...part, probe, state: 'queued', ...(abandoned ? { abandoned } : {}) });
+        abandoned = undefined;
       }
     },
     close: () => batcher.close(),

@@ -2,7 +2,16 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { queryRows, sql, type Db, type SQLQuery } from '@shopstream/db';
 import type { Logger } from '@shopstream/telemetry';
-import { BusUnavailableError, type Bus, type BusRecord, type ConfigChange, type OutgoingRecord, type Subscription, type TopicSpec } from '../port.js';
+import {
+  BusUnavailableError,
+  PublishAbandonedError,
+  type Bus,
+  type BusRecord,
+  type ConfigChange,
+  type OutgoingRecord,
+  type Subscription,
+  type TopicSpec,
+} from '../port.js';
 import { createMicroBatcher } from '../microBatcher.js';
 import { recordsBefore } from '../offsetMath.js';
 import { appendRecords, busNotifyChannel, UnknownTopicError } from './appendRecords.js';
@@ -191,7 +200,7 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       return Object.fromEntries(topics.map((t) => [t, { 'retention.ms': found.get(t)!, 'retention.bytes': '-1' }]));
     },
 
-    async publish(topic, records) {
+    async publish(topic, records, opts) {
       if (records.length === 0) return;
       let partitions: number;
       try {
@@ -199,6 +208,8 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
       } catch (e) {
         throw unavailable(e, 'the Postgres log cannot be read');
       }
+      // Asked here, after the look-up's turn, rather than in the append's batch (it has no linger: nothing waits there).
+      if (opts?.abandoned?.() === true) throw new PublishAbandonedError();
       await batcher.add({ topic, partitions, records });
     },
 
