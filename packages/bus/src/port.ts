@@ -172,7 +172,6 @@ export interface Bus {
   close(): Promise<void>;
 }
 
-/** The log cannot take or serve records right now; the caller may retry later. */
 /** Options of one publish. */
 export interface PublishOptions {
   /**
@@ -192,6 +191,7 @@ export class PublishAbandonedError extends Error {
   }
 }
 
+/** The log cannot take or serve records right now; the caller may retry later. */
 export class BusUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
