@@ -565,11 +565,7 @@ async function metricSum(name: string, labels: string[]): Promise<number> {
   return lines.reduce((n, l) => n + Number(l.split(' ').pop()), 0);
 }
 
-async function unavailableCount(): Promise<number> {
-  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
-  const lines = text.split('\n').filter((l) => l.startsWith('shopstream_ingest_events_total{') && l.includes('outcome="unavailable"'));
-  return lines.reduce((n, l) => n + Number(l.split(' ').pop()), 0);
-}
+const unavailableCount = () => metricSum('shopstream_ingest_events_total', ['outcome="unavailable"']);
 
 describe('the database is not touched for events without a contact', () => {
   it('a bulk request without contacts creates no contact row', async () => {

@@ -33,7 +33,7 @@ export interface IngestRequest {
   endpoint: 'single' | 'bulk';
   /**
    * Whether the request's client is gone (its connection closed: it gave up waiting). Asked before the contacts
-   * are resolved, before the records are published, and by the producer as it takes them for a send
+   * are resolved, before the records are built, and by the producer as it takes them for a send
    * (PublishOptions.abandoned): a request nobody waits for any more is dropped there (ClientGone), so a backlog of
    * them (a process frozen under load, then thawed) costs little and stores nothing no one was told of.
    */
@@ -163,6 +163,10 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
         )
       : undefined;
 
+  // Asked again before the records are built and sealed: resolving the contacts waited (on the database, on other
+  // requests' look-ups). The producer asks a last time as it takes them for a send.
+  if (req.gone?.()) throw abandon();
+
   const accepted = new Map<number, EventAccepted>();
   const published = new Set<string>();
   const records: OutgoingRecord[] = [];
@@ -180,8 +184,6 @@ async function recordChecked(ports: IngestPorts, req: IngestRequest, checked: Ch
     await slice();
   }
 
-  // Asked again: resolving the contacts waited (on the database, on other requests' look-ups).
-  if (req.gone?.()) throw abandon();
   const parts = partsOf(records, ports.sendPartBytes ?? 0);
   let sent = 0;
   try {
