@@ -42,4 +42,4 @@ EXPOSE 8080
 # Liveness; readiness (Kafka and Postgres reachable) is GET /readyz, as docker-compose.yml checks. slim has no curl.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=60s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
-ENTRYPOINT ["node", "--max-semi-space-size=32", "services/all-in-one/dist/main.js"]
+ENTRYPOINT ["node", "services/all-in-one/dist/main.js"]

@@ -20,6 +20,6 @@ describe('Dockerfile', () => {
     expect(runtime).not.toMatch(/pnpm|tsx|COPY (packages|services)/);
     expect(runtime).toMatch(/^USER node$/m);
     expect(runtime).toMatch(/^HEALTHCHECK .*\n?.*CMD \["node", "-e", .*\/healthz/m);
-    expect(runtime).toMatch(/^ENTRYPOINT \["node", (?:"--[^"]+", )*"services\/all-in-one\/dist\/main\.js"\]$/m);
+    expect(runtime).toMatch(/^ENTRYPOINT \["node", "services\/all-in-one\/dist\/main\.js"\]$/m);
   });
 });

@@ -27,7 +27,7 @@ describe('the built image command on Node 24 LTS', () => {
   it('is node on compiled JS, with the workspace packages resolved to their dist/', async () => {
     expect((await exec(node24, ['--version'])).stdout).toMatch(/^v24\./);
     expect(entrypoint[0]).toBe('node');
-    expect(entrypoint.at(-1)).toMatch(/\/dist\/main\.js$/);
+    expect(entrypoint[1]).toMatch(/\/dist\/main\.js$/);
     // No condition given: what a built service imports is the compiled JS, never a .ts source.
     const { stdout } = await exec(node24, ['--input-type=module', '-e', "console.log(import.meta.resolve('@shopstream/runtime'))"], {
       cwd: path.join(repo, 'services/all-in-one'),

@@ -1,5 +1,4 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { serviceNodeFlags } from '@shopstream/config';
 import { mkdirSync, openSync, closeSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -37,10 +36,8 @@ export function spawnChild(name: string, entry: string, opts: SpawnOptions = {})
   mkdirSync(logDir, { recursive: true });
   const logFile = path.join(logDir, `${name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(logFile, 'a');
-  // Sources, as `pnpm start` runs them (the workspace packages' exports default to their built dist/), with the
-  // V8 flags of every service process; the baselines (bare express, the bare producers) and the load get them too,
-  // so a ratio compares the code and not the flags.
-  const execArgv = [...serviceNodeFlags, '--conditions=@shopstream/source', '--import', 'tsx'];
+  // Sources, as `pnpm start` runs them (the workspace packages' exports default to their built dist/).
+  const execArgv = ['--conditions=@shopstream/source', '--import', 'tsx'];
   if (opts.cpuProfDir) {
     // One directory per process: tsx's loader thread writes a profile of its own beside the main thread's.
     const dir = path.join(opts.cpuProfDir, `${name}-${Date.now()}`);

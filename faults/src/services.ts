@@ -2,7 +2,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, openSync, closeSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { serviceNodeFlags } from '@shopstream/config';
 import type { Context } from './types.js';
 
 /**
@@ -34,7 +33,7 @@ export function startService(repoRoot: string, name: string, port: number, env: 
   mkdirSync(dir, { recursive: true });
   const logFile = path.join(dir, `${name}-${process.pid}-${Date.now()}.log`);
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [...serviceNodeFlags, ...profileArgs, ...serviceArgs(name)], {
+  const child = spawn(process.execPath, [...profileArgs, ...serviceArgs(name)], {
     cwd: repoRoot,
     // The per-key ingest limit is off unless the scenario sets it (noisy-neighbour): load comes from one key.
     env: { INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '0', ...process.env, ...env, PORT: String(port), HOST: '127.0.0.1' },

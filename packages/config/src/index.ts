@@ -203,5 +203,4 @@ export function runningMode(env: Env): 'embedded' | 'distributed' {
 
 export const envVarNames = Object.keys(envSchema.shape) as (keyof Env)[];
 
-export { serviceNodeFlags } from './nodeFlags.js';
 export { kafkaConnection, type KafkaConnection, type KafkaSasl } from './kafkaConnection.js';
