@@ -1,3 +1,5 @@
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sql, type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
@@ -8,7 +10,8 @@ import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestSe
  * The per-(API key, shop) limit of the event endpoints, on the real server, broker and database: a burst over
  * the limit is answered 429 rate_limited with Retry-After, the 2xx answers carry the RateLimit headers, keys
  * do not share a bucket, a bulk request counts its events, two servers on one database share the limit (each
- * leasing chunks from the same row), and 0 turns it off.
+ * leasing chunks from the same row), a request dropped because its client left gives its events back, and 0 turns
+ * it off.
  *
  * No assertion depends on how fast this machine sends: the shared bucket refills on the database's clock, which
  * the tests hold (holdRefill) while they count, so what is admitted is exactly what the bucket held; where the
@@ -222,6 +225,62 @@ describe('60/min steady only, chunks of 10, two servers on one database', () => 
     const rows = await one.rt.db.query(sql`SELECT steady_tokens FROM ingest_rate_buckets WHERE shop_id = ${k.shopId}`);
     expect(rows).toHaveLength(1);
     expect(Number(rows[0].steady_tokens)).toBeLessThan(30);
+  });
+});
+
+describe('a client that gave up (60/min steady only, chunks of 10)', () => {
+  let rt: Runtime;
+  let base: string;
+  beforeAll(async () => {
+    ({
+      rt,
+      server: { baseUrl: base },
+    } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '60', INGEST_RATE_LIMIT_CHUNK: '10' }, 'rl-gone'));
+  });
+  const metricSum = async (name: string, labels: string[]) =>
+    (await (await fetch(`${base}/metrics`)).text())
+      .split('\n')
+      .filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)))
+      .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+
+  it('gets back the events it was charged for when its request is dropped: the next request spends them', async () => {
+    const a = await createTestShop(rt);
+    const bulk = (events: unknown[]) => post(base, a.headers, '/events/bulk/', { events });
+    const first = await bulk(Array.from({ length: 50 }, (_, i) => event(i)));
+    expect(first.status).toBe(200);
+    await holdRefill(rt.db, a.shopId);
+    // 10 left (one more if a second refilled before the hold): a request of 10 takes them all.
+    expect(Number(first.headers.get('ratelimit-remaining'))).toBeLessThanOrEqual(11);
+
+    const abandonedBefore = await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="bulk"']);
+    const closedBefore = await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/bulk/"', 'status="499"']);
+    const gaveUp = Array.from({ length: 10 }, (_, i) => ({ ...event(100 + i), contact: { email: `${randomUUID()}@example.com` } }));
+    const client = http.request(`${base}/v2026-04/events/bulk/`, { method: 'POST', headers: a.headers });
+    client.on('error', () => {}); // the socket destroyed below
+    await rt.db.tx(async (tx) => {
+      // The contacts table held: the request, charged its 10 events, waits in its contacts' look-up.
+      await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
+      client.end(JSON.stringify({ events: gaveUp }));
+      await waitFor(
+        async () =>
+          (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
+            .length > 0,
+        { message: "the request's contact look-up waiting on the lock" },
+      );
+      client.destroy();
+      await waitFor(async () => (await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/bulk/"', 'status="499"'])) > closedBefore, {
+        message: 'the request counted as 499',
+      });
+    });
+    await waitFor(async () => (await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="bulk"'])) === abandonedBefore + 10, {
+      message: 'its 10 events counted abandoned',
+    });
+
+    // Nothing refilled since the hold: the 10 events are there again only because the dropped request gave them back.
+    const next = await bulk(Array.from({ length: 10 }, (_, i) => event(200 + i)));
+    expect(next.status).toBe(200);
+    expect(next.body.results.filter((r: any) => r.status === 'success')).toHaveLength(10);
+    expectRateLimited(await bulk([event(300)]));
   });
 });
 

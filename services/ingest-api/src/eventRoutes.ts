@@ -63,6 +63,9 @@ async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, c
     return false;
   }
   LeasedRateLimiter.setHeaders(res, d);
+  // A request whose client left is dropped later, when it next asks `gone` (goneOf): that gives its tokens back.
+  // Its connection closed before then, so the close alone cannot tell.
+  (res as Abandoned)[REFUND] = d.refund;
   res.once('close', () => {
     if (res.writableFinished ? res.statusCode >= 500 : (res as Abandoned)[NOTHING_RECORDED] === true) d.refund();
   });
@@ -70,16 +73,19 @@ async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, c
 }
 
 const NOTHING_RECORDED = Symbol('nothingRecorded');
-type Abandoned = Response & { [NOTHING_RECORDED]?: boolean };
+const REFUND = Symbol('refund');
+type Abandoned = Response & { [NOTHING_RECORDED]?: boolean; [REFUND]?: () => void };
 
 /**
- * IngestRequest's `gone` for this response: asked before anything is published, so a true answer also marks the
- * request as having recorded nothing (its tokens are given back).
+ * IngestRequest's `gone` for this response: asked before anything is published, so a true answer means the request
+ * is dropped having recorded nothing: its tokens are given back (a decision's refund happens once).
  */
 function goneOf(res: Response): () => boolean {
   return () => {
     if (!clientGone(res)) return false;
-    (res as Abandoned)[NOTHING_RECORDED] = true;
+    const r = res as Abandoned;
+    r[NOTHING_RECORDED] = true;
+    r[REFUND]?.();
     return true;
   };
 }
