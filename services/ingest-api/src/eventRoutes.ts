@@ -63,29 +63,26 @@ async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, c
     return false;
   }
   LeasedRateLimiter.setHeaders(res, d);
-  // A request whose client left is dropped later, when it next asks `gone` (goneOf): that gives its tokens back.
-  // Its connection closed before then, so the close alone cannot tell.
+  // A request that ends in a 5xx recorded nothing. One whose client left is dropped when it next asks `gone`
+  // (goneOf), which gives its tokens back then: its connection closed before that, so the close cannot tell.
   (res as Abandoned)[REFUND] = d.refund;
   res.once('close', () => {
-    if (res.writableFinished ? res.statusCode >= 500 : (res as Abandoned)[NOTHING_RECORDED] === true) d.refund();
+    if (res.writableFinished && res.statusCode >= 500) d.refund();
   });
   return true;
 }
 
-const NOTHING_RECORDED = Symbol('nothingRecorded');
 const REFUND = Symbol('refund');
-type Abandoned = Response & { [NOTHING_RECORDED]?: boolean; [REFUND]?: () => void };
+type Abandoned = Response & { [REFUND]?: () => void };
 
 /**
  * IngestRequest's `gone` for this response: asked before anything is published, so a true answer means the request
- * is dropped having recorded nothing: its tokens are given back (a decision's refund happens once).
+ * is dropped having recorded nothing, and its tokens are given back (a decision's refund happens once).
  */
 function goneOf(res: Response): () => boolean {
   return () => {
     if (!clientGone(res)) return false;
-    const r = res as Abandoned;
-    r[NOTHING_RECORDED] = true;
-    r[REFUND]?.();
+    (res as Abandoned)[REFUND]?.();
     return true;
   };
 }
