@@ -4,7 +4,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest
 import { sql, type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { createTestShop, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import { createTestShop, metricSum as harnessMetricSum, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
 
 /**
  * The per-(API key, shop) limit of the event endpoints, on the real server, broker and database: a burst over
@@ -237,11 +237,7 @@ describe('a client that gave up (60/min steady only, chunks of 10)', () => {
       server: { baseUrl: base },
     } = await serve({ INGEST_RATE_LIMIT_PER_SECOND: '0', INGEST_RATE_LIMIT_PER_MINUTE: '60', INGEST_RATE_LIMIT_CHUNK: '10' }, 'rl-gone'));
   });
-  const metricSum = async (name: string, labels: string[]) =>
-    (await (await fetch(`${base}/metrics`)).text())
-      .split('\n')
-      .filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)))
-      .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+  const metricSum = (name: string, labels: string[]) => harnessMetricSum(base, name, labels);
 
   it('gets back the events it was charged for when its request is dropped: the next request spends them', async () => {
     const a = await createTestShop(rt);

@@ -152,6 +152,18 @@ export async function readTopic(rt: Runtime, topic: string, until: (records: Bus
 
 export const json = (r: BusRecord): any => JSON.parse(r.value.toString('utf8'));
 
+/**
+ * The sum of a metric's series whose labels include every one of `labels` (each as `name="value"`), read from the
+ * server's /metrics: 0 when none matches.
+ */
+export async function metricSum(baseUrl: string, name: string, labels: string[]): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)))
+    .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+}
+
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
 /**

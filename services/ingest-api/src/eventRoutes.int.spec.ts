@@ -6,7 +6,16 @@ import { createKafkaBus, type BusRecord } from '@shopstream/bus';
 import { sql } from '@shopstream/db';
 import { parseBootstrapKeys } from '@shopstream/http';
 import { storedEventRecordSchema } from '@shopstream/contracts';
-import { createTestShop, json, readTopic, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import {
+  createTestShop,
+  json,
+  metricSum as harnessMetricSum,
+  readTopic,
+  startTestRuntime,
+  startTestServer,
+  waitFor,
+  type TestServer,
+} from '@shopstream/harness';
 import type { Runtime } from '@shopstream/runtime';
 import { eventRecordOf } from '@shopstream/testkit';
 import { KeyCache, openEventRecords, openKeyring } from '@shopstream/privacy';
@@ -558,12 +567,8 @@ describe('a request whose client gave up', () => {
   });
 });
 
-/** The sum of a metric's series whose labels include every one of `labels` (as `name="value"`), from /metrics. */
-async function metricSum(name: string, labels: string[]): Promise<number> {
-  const text = await (await fetch(`${server.baseUrl}/metrics`)).text();
-  const lines = text.split('\n').filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)));
-  return lines.reduce((n, l) => n + Number(l.split(' ').pop()), 0);
-}
+/** The sum of a metric's series of this file's server (harness metricSum). */
+const metricSum = (name: string, labels: string[]) => harnessMetricSum(server.baseUrl, name, labels);
 
 const unavailableCount = () => metricSum('shopstream_ingest_events_total', ['outcome="unavailable"']);
 
