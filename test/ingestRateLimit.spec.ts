@@ -1,10 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sql, type Db } from '@shopstream/db';
 import type { Runtime } from '@shopstream/runtime';
 import { startIngestApi } from '@shopstream/ingest-api';
-import { createTestShop, metricSum as harnessMetricSum, startTestRuntime, startTestServer, waitFor, type TestServer } from '@shopstream/harness';
+import {
+  createTestShop,
+  giveUpDuringContactLookup,
+  metricSum as harnessMetricSum,
+  startTestRuntime,
+  startTestServer,
+  waitFor,
+  type TestServer,
+} from '@shopstream/harness';
 
 /**
  * The per-(API key, shop) limit of the event endpoints, on the real server, broker and database: a burst over
@@ -249,25 +256,9 @@ describe('a client that gave up (60/min steady only, chunks of 10)', () => {
     expect(Number(first.headers.get('ratelimit-remaining'))).toBeLessThanOrEqual(11);
 
     const abandonedBefore = await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="bulk"']);
-    const closedBefore = await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/bulk/"', 'status="499"']);
     const gaveUp = Array.from({ length: 10 }, (_, i) => ({ ...event(100 + i), contact: { email: `${randomUUID()}@example.com` } }));
-    const client = http.request(`${base}/v2026-04/events/bulk/`, { method: 'POST', headers: a.headers });
-    client.on('error', () => {}); // the socket destroyed below
-    await rt.db.tx(async (tx) => {
-      // The contacts table held: the request, charged its 10 events, waits in its contacts' look-up.
-      await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
-      client.end(JSON.stringify({ events: gaveUp }));
-      await waitFor(
-        async () =>
-          (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
-            .length > 0,
-        { message: "the request's contact look-up waiting on the lock" },
-      );
-      client.destroy();
-      await waitFor(async () => (await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/bulk/"', 'status="499"'])) > closedBefore, {
-        message: 'the request counted as 499',
-      });
-    });
+    // Charged its 10 events, it waits in its contacts' look-up while its client leaves.
+    await giveUpDuringContactLookup(rt, base, '/v2026-04/events/bulk/', a.headers, { events: gaveUp });
     await waitFor(async () => (await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="bulk"'])) === abandonedBefore + 10, {
       message: 'its 10 events counted abandoned',
     });

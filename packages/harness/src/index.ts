@@ -1,10 +1,11 @@
 import { execFile, type ChildProcess } from 'node:child_process';
+import http from 'node:http';
 import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { openEmbeddedPostgres, runningServer, type Db } from '@shopstream/db';
+import { openEmbeddedPostgres, runningServer, sql, type Db } from '@shopstream/db';
 import { loadEnv } from '@shopstream/config';
 import { openRuntime, serve, type Runtime, type StartedService } from '@shopstream/runtime';
 import type { BusRecord } from '@shopstream/bus';
@@ -162,6 +163,33 @@ export async function metricSum(baseUrl: string, name: string, labels: string[])
     .split('\n')
     .filter((l) => l.startsWith(`${name}{`) && labels.every((x) => l.includes(x)))
     .reduce((n, l) => n + Number(l.split(' ').pop()), 0);
+}
+
+/**
+ * POSTs `body` to `baseUrl` + `route` and gives up on it while its contacts' look-up waits: the contacts table is
+ * locked, the look-up is seen waiting on it in pg_stat_activity, the client destroys its socket, and the server
+ * counts the request as 499; then the lock goes. The request (its events must carry a contact) goes on to find its
+ * client gone. Resolves once the lock is released; what the request then does is the caller's to wait for.
+ */
+export async function giveUpDuringContactLookup(rt: Runtime, baseUrl: string, route: string, headers: Record<string, string>, body: unknown): Promise<void> {
+  const closedBefore = await metricSum(baseUrl, 'shopstream_http_requests_total', [`route="${route}"`, 'status="499"']);
+  const client = http.request(`${baseUrl}${route}`, { method: 'POST', headers });
+  client.on('error', () => {}); // the socket destroyed below
+  await rt.db.tx(async (tx) => {
+    await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
+    client.end(JSON.stringify(body));
+    await waitFor(
+      async () =>
+        (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
+          .length > 0,
+      { message: "the request's contact look-up waiting on the lock" },
+    );
+    // The client gives up while its request waits; the server sees the connection closed.
+    client.destroy();
+    await waitFor(async () => (await metricSum(baseUrl, 'shopstream_http_requests_total', [`route="${route}"`, 'status="499"'])) > closedBefore, {
+      message: 'the request counted as 499',
+    });
+  });
 }
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');

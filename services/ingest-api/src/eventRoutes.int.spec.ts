@@ -8,6 +8,7 @@ import { parseBootstrapKeys } from '@shopstream/http';
 import { storedEventRecordSchema } from '@shopstream/contracts';
 import {
   createTestShop,
+  giveUpDuringContactLookup,
   json,
   metricSum as harnessMetricSum,
   readTopic,
@@ -536,24 +537,7 @@ describe('a request whose client gave up', () => {
     const abandonedBefore = await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="single"']);
     const closedBefore = await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/"', 'status="499"']);
     const gaveUp = event({ name: 'gave up', contact: { email: `${randomUUID()}@example.com` } });
-    const client = http.request(`${server.baseUrl}/v2026-04/events/`, { method: 'POST', headers: shop.headers });
-    client.on('error', () => {}); // the socket destroyed below
-    await rt.db.tx(async (tx) => {
-      // The contacts table held: the request waits in its contact's look-up until this transaction ends.
-      await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
-      client.end(JSON.stringify(gaveUp));
-      await waitFor(
-        async () =>
-          (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
-            .length > 0,
-        { message: "the request's contact look-up waiting on the lock" },
-      );
-      // The client gives up while its request waits; the server sees the connection closed.
-      client.destroy();
-      await waitFor(async () => (await metricSum('shopstream_http_requests_total', ['route="/v2026-04/events/"', 'status="499"'])) > closedBefore, {
-        message: 'the request counted as 499',
-      });
-    });
+    await giveUpDuringContactLookup(rt, server.baseUrl, '/v2026-04/events/', shop.headers, gaveUp);
     // The look-up goes on once the lock is gone; the request stops before publishing.
     await waitFor(async () => (await metricSum('shopstream_ingest_events_total', ['outcome="abandoned"', 'endpoint="single"'])) === abandonedBefore + 1, {
       message: 'the event counted abandoned',
