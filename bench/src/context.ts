@@ -8,6 +8,7 @@ import { connectPostgres, migrate, queryRows, sql, type Db } from '@shopstream/d
 import { makeDataKeys, openKeyring } from '@shopstream/privacy';
 import { spawnChild, type Child } from './children.js';
 import { cpuMeter, type CpuUse } from '@shopstream/testkit/cpu';
+import { freePort } from '@shopstream/testkit';
 import { databaseUrl, dropDatabase, freshDatabase, REPO_ROOT, type Infra } from './infra.js';
 import type { LoadResult, LoadSpec, Shop } from './loadProcess.js';
 import { CONTACT_POOL } from './events.js';
@@ -140,9 +141,32 @@ export class Bench {
     return { child, baseUrl: `http://127.0.0.1:${port}` };
   }
 
-  /** A child started outside `server` (the all-in-one runner): stopped with the others if the scenario fails. */
-  track(child: Child): void {
+  /**
+   * The all-in-one as `pnpm start` runs it (services/all-in-one/src/main.ts through tsx: its consumer thread, its
+   * embedded database when DATABASE_URL is empty), on a free port, on this scenario's environment and `extraEnv`;
+   * resolves once /readyz answers 200 (its consumers joined). `label` names its log and profile.
+   */
+  async allInOne(label: string, extraEnv: Record<string, string>): Promise<{ child: Child; baseUrl: string }> {
+    const port = await freePort();
+    const child = spawnChild(label, '../../services/all-in-one/src/main.ts', {
+      env: { ...this.env(), ...extraEnv, PORT: String(port), HOST: '127.0.0.1' },
+      // --profile: a V8 CPU profile of the runner's main thread (and one per worker thread), written at its stop.
+      cpuProfDir: this.opts.profile ? path.join(REPO_ROOT, 'bench/results/profiles', this.scenario) : undefined,
+    });
     this.children.add(child);
+    const baseUrl = `http://127.0.0.1:${port}`;
+    // An embedded start makes its database first (initdb, migrations): minutes on a busy machine.
+    const deadline = Date.now() + 180_000;
+    for (;;) {
+      if (child.process.exitCode !== null) throw new Error(`${label} exited (code ${child.process.exitCode}); log: ${child.logFile}`);
+      const ready = await fetch(`${baseUrl}/readyz`).then(
+        (r) => r.status === 200,
+        () => false,
+      );
+      if (ready) return { child, baseUrl };
+      if (Date.now() > deadline) throw new Error(`${label} was not ready within 180 s; log: ${child.logFile}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
   }
 
   async stopChild(child: Child): Promise<void> {

@@ -1,8 +1,5 @@
 import { envSchema } from '@shopstream/config';
-import path from 'node:path';
-import { freePort } from '@shopstream/testkit';
-import { spawnChild, type Child } from '../children.js';
-import { REPO_ROOT } from '../infra.js';
+import { spawnChild } from '../children.js';
 import type { Bench } from '../context.js';
 import type { Row, ScenarioResult } from '../report.js';
 import { consumersCaughtUp } from '../promMetrics.js';
@@ -63,7 +60,7 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
   );
 
   for (const placement of PLACEMENTS) {
-    const { child, baseUrl } = await startAllInOne(b, { CONSUMER_THREAD: placement });
+    const { child, baseUrl } = await b.allInOne(`all-in-one-${placement}`, { CONSUMER_THREAD: placement });
     try {
       const sat = await b.load(
         { mode: 'closed', baseUrl, seed: `aio-single-${placement}-${Date.now()}`, concurrency: 64, bulkSize: 1, ...common },
@@ -159,27 +156,4 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
       'Baselines, measured first in the same run: a bare express 5 app (the single load) and a bare producer of the same client (8 senders x 100 records).',
     ],
   };
-}
-
-/** The all-in-one as `pnpm start` runs it, on a free port; resolves once /readyz answers 200 (its consumers joined). */
-async function startAllInOne(b: Bench, env: Record<string, string>): Promise<{ child: Child; baseUrl: string }> {
-  const port = await freePort();
-  const child = spawnChild(`all-in-one-${env.CONSUMER_THREAD}`, '../../services/all-in-one/src/main.ts', {
-    env: { ...b.env(), ...env, PORT: String(port), HOST: '127.0.0.1' },
-    // --profile: a V8 CPU profile of the runner's main thread (and one per worker thread), written at its stop.
-    cpuProfDir: b.opts.profile ? path.join(REPO_ROOT, 'bench/results/profiles', 'all-in-one') : undefined,
-  });
-  b.track(child);
-  const baseUrl = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 180_000;
-  for (;;) {
-    if (child.process.exitCode !== null) throw new Error(`the all-in-one exited (code ${child.process.exitCode}); log: ${child.logFile}`);
-    const ready = await fetch(`${baseUrl}/readyz`).then(
-      (r) => r.status === 200,
-      () => false,
-    );
-    if (ready) return { child, baseUrl };
-    if (Date.now() > deadline) throw new Error(`the all-in-one was not ready within 180 s; log: ${child.logFile}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
 }

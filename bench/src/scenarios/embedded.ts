@@ -1,7 +1,6 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { serviceNames } from '@shopstream/all-in-one';
 import { connectPostgres, runningServer } from '@shopstream/db';
 import { spawnChild } from '../children.js';
 import type { Bench } from '../context.js';
@@ -10,6 +9,8 @@ import { consumersCaughtUp } from '../promMetrics.js';
 
 /** As in allInOne.ts: each phase after the first starts once the consumers caught up (BENCH_NO_CATCH_UP=1: at once). */
 const CATCH_UP = process.env.BENCH_NO_CATCH_UP !== '1';
+/** Where `pnpm start` puts its consumers: `auto` (a worker thread, its default) unless BENCH_EMBEDDED_CONSUMER_THREAD says `off`. */
+const CONSUMER_THREAD = process.env.BENCH_EMBEDDED_CONSUMER_THREAD === 'off' ? 'off' : 'auto';
 
 /**
  * `pnpm start` with no infrastructure: every service in one process, the embedded database and the
@@ -30,13 +31,16 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     chmodSync(dir, 0o755);
     const dataDir = path.join(dir, '.data');
     try {
-      // Unset (empty) DATABASE_URL and KAFKA_BROKERS: what `pnpm start` gets on a fresh machine.
-      const { child, baseUrl } = await b.server(serviceNames, {
+      // `pnpm start` itself, with DATABASE_URL and KAFKA_BROKERS unset (empty), as on a fresh machine: its consumers
+      // on their worker thread (CONSUMER_THREAD, BENCH_EMBEDDED_CONSUMER_THREAD=off for the event loop; PGlite keeps
+      // them on the event loop whatever it says, its one connection being that thread's).
+      const { child, baseUrl } = await b.allInOne(`embedded-${engine}`, {
         DATABASE_URL: '',
         KAFKA_BROKERS: '',
         DATA_DIR: dataDir,
         EMBEDDED_DB: engine,
         KAFKA_PARTITIONS: process.env.BENCH_EMBEDDED_PARTITIONS ?? '',
+        CONSUMER_THREAD: CONSUMER_THREAD,
       });
       let contacts = 0;
       const server = runningServer(dataDir);
@@ -197,7 +201,7 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     rows,
     details: { phases },
     notes: [
-      'The all-in-one process as `pnpm start` runs it with neither DATABASE_URL nor KAFKA_BROKERS: every service in one Node process, the embedded database and the Postgres-log bus in a fresh DATA_DIR.',
+      `\`pnpm start\` (services/all-in-one/src/main.ts through tsx) with neither DATABASE_URL nor KAFKA_BROKERS: every service in one Node process, the embedded database and the Postgres-log bus in a fresh DATA_DIR; CONSUMER_THREAD=${CONSUMER_THREAD} (on PGlite the consumers stay on the event loop).`,
       "Saturation: 64 closed-loop clients; fixed rate: open loop at 500 req/s, latency from the scheduled send time; bulk: 16 closed-loop clients x 100 events. Same realistic events as the other scenarios (PostgreSQL engine: 19,000 of each shop's 20,000 returning contacts stored first).",
       "The embedded database shares this machine's cores with the service and the load generator; the baseline producer writes to the shared Kafka broker.",
       CATCH_UP
