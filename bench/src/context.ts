@@ -188,7 +188,13 @@ export class Bench {
       gen.send({ type: 'run', spec });
       // CPU is metered over the measured part only, once the warm-up is over.
       await new Promise((r) => setTimeout(r, spec.warmupMs));
-      const pids = { bench: process.pid, load: gen.pid, ...Object.fromEntries(Object.entries(watch).map(([k, c]) => [k, c?.pid])) };
+      const pids = {
+        bench: process.pid,
+        load: gen.pid,
+        // The broker apart from `others` (then mostly PostgreSQL): what a phase costs it shows there.
+        ...(this.infra.brokerPid ? { broker: this.infra.brokerPid } : {}),
+        ...Object.fromEntries(Object.entries(watch).map(([k, c]) => [k, c?.pid])),
+      };
       const meter = cpuMeter(pids);
       const db0 = await this.dbCounters();
       const done = gen.next<{ result: LoadResult }>('result', spec.durationMs + spec.warmupMs + 120_000);

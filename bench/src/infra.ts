@@ -13,6 +13,8 @@ export interface Infra {
   /** URL of the server's `postgres` database: new databases are made from it. */
   adminUrl: string;
   kafkaVersion: string;
+  /** The local broker's process, when known (started here, or by `pnpm infra up`): its CPU is metered apart. */
+  brokerPid?: number;
   postgresVersion: string;
   postgresSettings: Record<string, string>;
   stop(): Promise<void>;
@@ -42,7 +44,8 @@ export async function openInfra(): Promise<Infra> {
   return {
     brokers: kafka.brokers,
     adminUrl: admin.toString(),
-    kafkaVersion: kafka.source === 'env' ? (kafkaVersionFromInfraState(kafka.brokers) ?? kafka.version) : kafka.version,
+    kafkaVersion: kafka.source === 'env' ? (infraState(kafka.brokers)?.version ?? kafka.version) : kafka.version,
+    brokerPid: kafka.pid ?? (kafka.source === 'env' ? infraState(kafka.brokers)?.pid : undefined),
     postgresVersion: settings.server_version ?? postgres.version,
     postgresSettings: settings,
     async stop() {
@@ -51,11 +54,18 @@ export async function openInfra(): Promise<Infra> {
   };
 }
 
-/** `pnpm infra up` records the version of the broker it started; the broker protocol kafkajs speaks does not tell it. */
-function kafkaVersionFromInfraState(brokers: string[]): string | undefined {
+/**
+ * `pnpm infra up` records the version and pid of the broker it started (the broker protocol kafkajs speaks does
+ * not tell the version).
+ */
+function infraState(brokers: string[]): { version?: string; pid?: number } | undefined {
   try {
     const state = JSON.parse(readFileSync(path.join(REPO_ROOT, '.infra/state.json'), 'utf8'));
-    if (JSON.stringify(state.kafka.brokers) === JSON.stringify(brokers)) return String(state.kafka.version);
+    if (JSON.stringify(state.kafka.brokers) !== JSON.stringify(brokers)) return undefined;
+    return {
+      version: state.kafka.version === undefined ? undefined : String(state.kafka.version),
+      pid: typeof state.kafka.pid === 'number' ? state.kafka.pid : undefined,
+    };
   } catch {
     // No state file: the broker came from elsewhere, and its version stays unknown.
   }
