@@ -111,6 +111,11 @@ export const envSchema = z.object({
   // On @platformatic/kafka a process restarted after a kill -9 rejoins at once as its static member
   // (KAFKA_GROUP_INSTANCE_ID); on kafkajs (no static membership) its new member waits out this session.
   KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(6_000).default(8_000),
+  // A consumer's fetch is answered once it has this many bytes or waited KAFKA_FETCH_MAX_WAIT_MS (Kafka's
+  // fetch.min.bytes and fetch.max.wait.ms): fewer, larger batches at moderate rates, at most the wait added to a
+  // quiet topic's latency per hop. At most 1 s: kafkajs's heartbeats wait behind a fetch on its connection.
+  KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(65_536),
+  KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(1_000).default(100),
   // The consumers' group.instance.id (static membership, KAFKA_CLIENT=platformatic; kafkajs has none): unset,
   // `<service>@<host>:<PORT>` (none when PORT is 0); `none`: every start joins as a new member.
   KAFKA_GROUP_INSTANCE_ID: z.string().min(1).optional(),

@@ -127,6 +127,8 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       publishTimeoutMs: settings.publishTimeoutMs,
       stallMs: settings.stallMs,
       sessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
+      fetchMinBytes: env.KAFKA_FETCH_MIN_BYTES,
+      fetchMaxWaitMs: env.KAFKA_FETCH_MAX_WAIT_MS,
     };
     const untraced = kafka
       ? settings.client === 'platformatic'

@@ -1,7 +1,7 @@
 import type { Consumer, IHeaders, Kafka, KafkaMessage } from 'kafkajs';
 import type { Logger } from '@shopstream/telemetry';
 import { ConsumerFailedError, type BatchContext, type Bus, type BusRecord } from '../port.js';
-import { heartbeatIntervalMs } from '../kafkaCommon.js';
+import { FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES, heartbeatIntervalMs, type KafkaBusBaseOptions } from '../kafkaCommon.js';
 
 /** The kafkajs adapter's consumers: Bus.consume, and their records. */
 
@@ -39,7 +39,7 @@ export const toRecord = (topic: string, partition: number, m: KafkaMessage): Bus
 });
 
 /** The consumers of a kafkajs bus: consume, and close for the bus's close. */
-export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number }, log: Logger) {
+export function kafkajsConsumers(kafka: Kafka, opts: Pick<KafkaBusBaseOptions, 'sessionTimeoutMs' | 'fetchMinBytes' | 'fetchMaxWaitMs'>, log: Logger) {
   const consumers = new Set<Consumer>();
 
   const own: Pick<Bus, 'consume'> = {
@@ -48,7 +48,8 @@ export function kafkajsConsumers(kafka: Kafka, opts: { sessionTimeoutMs?: number
       const consumer = kafka.consumer({
         groupId: o.groupId,
         allowAutoTopicCreation: false,
-        maxWaitTimeInMs: 100,
+        maxWaitTimeInMs: opts.fetchMaxWaitMs ?? FETCH_MAX_WAIT_MS,
+        minBytes: opts.fetchMinBytes ?? FETCH_MIN_BYTES,
         retry: { retries: 10 },
         sessionTimeout,
         heartbeatInterval: heartbeatIntervalMs(sessionTimeout),

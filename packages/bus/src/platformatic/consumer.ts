@@ -1,7 +1,7 @@
 import { Consumer, MessagesStreamFallbackModes, MessagesStreamModes, type Message, type MessagesStream } from '@platformatic/kafka';
 import type { Logger } from '@shopstream/telemetry';
 import { ConsumerFailedError, type BatchContext, type Bus, type BusRecord, type ConsumeOptions, type Subscription } from '../port.js';
-import { heartbeatIntervalMs } from '../kafkaCommon.js';
+import { FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES, heartbeatIntervalMs } from '../kafkaCommon.js';
 import type { PlatformaticKafkaBusOptions } from '../kafkaPlatformatic.js';
 import { withTimeout } from '../kafka/timeouts.js';
 import { forceClose, headersOf, sleep, type ClientBase } from './client.js';
@@ -22,7 +22,7 @@ const PARTITIONS_AT_ONCE = 3;
 /** The consumers of a @platformatic/kafka bus: consume, and close for the bus's close. */
 export function platformaticConsumers(
   base: ClientBase,
-  opts: Pick<PlatformaticKafkaBusOptions, 'clientId' | 'sessionTimeoutMs' | 'groupInstanceId'>,
+  opts: Pick<PlatformaticKafkaBusOptions, 'clientId' | 'sessionTimeoutMs' | 'groupInstanceId' | 'fetchMinBytes' | 'fetchMaxWaitMs'>,
   log: Logger,
 ) {
   const subscriptions = new Set<Subscription>();
@@ -79,7 +79,8 @@ export function platformaticConsumers(
       retries: 10,
       retryDelay: 500,
       autocommit: false,
-      maxWaitTime: 100,
+      maxWaitTime: opts.fetchMaxWaitMs ?? FETCH_MAX_WAIT_MS,
+      minBytes: opts.fetchMinBytes ?? FETCH_MIN_BYTES,
     });
     const slog = log.child({ groupId: o.groupId });
     // A rejoin that ran out of retries: the loop below starts a new stream, which joins again.
@@ -235,7 +236,8 @@ export function platformaticConsumers(
         mode: MessagesStreamModes.COMMITTED,
         fallbackMode: (o.fromBeginning ?? true) ? MessagesStreamFallbackModes.EARLIEST : MessagesStreamFallbackModes.LATEST,
         autocommit: false,
-        maxWaitTime: 100,
+        maxWaitTime: opts.fetchMaxWaitMs ?? FETCH_MAX_WAIT_MS,
+        minBytes: opts.fetchMinBytes ?? FETCH_MIN_BYTES,
         maxBytesPerPartition: MAX_BATCH_BYTES,
       });
 
