@@ -34,10 +34,16 @@ async function seed(
   ];
   await rt.bus.publish(rt.topics.conversations, records.map(out));
   const ids = conversations.map((c) => c.id);
+  const updated = conversations.map((c) => c.updated_at);
   const mids = messages.map((m) => m.id);
   await waitFor(
     async () => {
-      const [c] = await rt.db.query(sql`SELECT count(*)::int AS n FROM conversations WHERE shop_id = ${shop} AND id = ANY(${`{${ids.join(',')}}`}::uuid[])`);
+      // Each conversation as seeded (its updated_at), not only there: a seed that changes conversations already
+      // projected waits for the change, not for the rows it replaces.
+      const [c] = await rt.db.query(
+        sql`SELECT count(*)::int AS n FROM conversations c JOIN unnest(${`{${ids.join(',')}}`}::uuid[], ${`{${updated.join(',')}}`}::timestamptz[]) AS x(id, updated_at)
+            ON c.id = x.id AND c.updated_at = x.updated_at WHERE c.shop_id = ${shop}`,
+      );
       const [m] = await rt.db.query(
         sql`SELECT count(*)::int AS n FROM conversation_messages WHERE shop_id = ${shop} AND id = ANY(${`{${mids.join(',')}}`}::uuid[])`,
       );
