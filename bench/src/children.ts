@@ -23,6 +23,8 @@ export interface SpawnOptions {
   /** Directory for a V8 CPU profile of the child (`--cpu-prof`), written when it exits. */
   cpuProfDir?: string;
   args?: string[];
+  /** Stopped by SIGTERM, not by the `stop` message: `pnpm start` (main.ts) drains on a signal and ignores messages. */
+  stopBySignal?: boolean;
 }
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -98,7 +100,8 @@ export function spawnChild(name: string, entry: string, opts: SpawnOptions = {})
     },
     async stop(timeoutMs = 30_000) {
       if (exited) return;
-      if (child.connected) child.send({ type: 'stop' });
+      if (opts.stopBySignal) child.kill('SIGTERM');
+      else if (child.connected) child.send({ type: 'stop' });
       const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       await exitPromise;
       clearTimeout(killer);

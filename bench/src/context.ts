@@ -152,6 +152,8 @@ export class Bench {
       env: { ...this.env(), ...extraEnv, PORT: String(port), HOST: '127.0.0.1' },
       // --profile: a V8 CPU profile of the runner's main thread (and one per worker thread), written at its stop.
       cpuProfDir: this.opts.profile ? path.join(REPO_ROOT, 'bench/results/profiles', this.scenario) : undefined,
+      // Also when a scenario fails: its cleanup stops every child, and a message would leave this one running.
+      stopBySignal: true,
     });
     this.children.add(child);
     const baseUrl = `http://127.0.0.1:${port}`;

@@ -138,7 +138,6 @@ export async function allInOne(b: Bench): Promise<ScenarioResult> {
         { measure: `${label}: non-2xx answers`, value: notOk, unit: 'answers' },
       );
     } finally {
-      child.process.kill('SIGTERM');
       await b.stopChild(child);
     }
   }

@@ -95,8 +95,6 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
         { server: child },
       );
       const rss = child.pid ? rssMiB(child.pid) : 0;
-      // `pnpm start` stops on a signal (the bench's `stop` message is serverProcess.ts's).
-      child.process.kill('SIGTERM');
       await b.stopChild(child);
       phases[engine] = { contactsBefore: contacts, saturation: sat, afterSaturation, open500: fixed, afterFixed, bulk, rssMiBAfter: rss };
       single[engine] = sat.result.requestsPerSecond;
