@@ -20,7 +20,7 @@ const handled = counter('shopstream_consumer_records_total', 'Records handled by
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
 const behind = counter(
   'shopstream_projection_checkpoint_behind_total',
-  "Partitions a projection found its checkpoint in PostgreSQL behind the log's committed position when they were assigned to it (PostgreSQL lost committed work: restored from a backup, a failover to a replica that lagged), by outcome: rewound (delivered again from the checkpoint), gone (the records between were no longer in the log).",
+  "Times a projection found a partition's checkpoint in PostgreSQL behind the log's committed position when the partition was assigned to it, or behind where it had itself moved the checkpoint (PostgreSQL lost committed work: a crash with PROJECTION_SYNCHRONOUS_COMMIT off, a restore from a backup, a failover to a replica that lagged), by outcome: rewound (delivered again from the checkpoint), gone (the records between were no longer in the log).",
   ['group', 'topic', 'outcome'],
 );
 const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
@@ -160,6 +160,30 @@ export interface ApplyMode {
   reject(rejected: Rejected[]): Promise<void>;
   /** `messaging.system` of the bus the records come from, for the consumer spans (tracing on). */
   messagingSystem?: string;
+  /**
+   * Set in the live run when PROJECTION_SYNCHRONOUS_COMMIT is off: each batch's transaction commits without waiting
+   * for PostgreSQL to flush its WAL (`synchronous_commit = off` for that transaction alone). A crash of PostgreSQL can
+   * then lose the last few hundred milliseconds of batches; their checkpoint goes back with them, and the runner
+   * delivers those records again from the log (CheckpointLost, runLiveProjection).
+   */
+  asyncCommit?: boolean;
+}
+
+/**
+ * The checkpoint of a batch's partition, read in its transaction, is behind where this process last moved it:
+ * PostgreSQL lost work it had committed (a crash with asynchronous commit, a restore from a backup, a failover to a
+ * replica that lagged) while the consumer kept its place in the log. The transaction is rolled back, and the runner
+ * delivers the partition again from the checkpoint.
+ */
+export class CheckpointLost extends Error {
+  constructor(
+    readonly partition: number,
+    readonly checkpoint: bigint,
+    readonly expected: bigint,
+  ) {
+    super(`the checkpoint of partition ${partition} is at ${checkpoint}, behind ${expected} where this process committed it: PostgreSQL lost committed work`);
+    this.name = 'CheckpointLost';
+  }
 }
 
 /**
@@ -187,6 +211,7 @@ export async function applyBatch<T>(
   mode: ApplyMode,
   batch: Batch,
   log: Logger,
+  expectedFrom?: bigint,
 ): Promise<{ applied: number; duplicates: number; rejected: number }> {
   const valid: ValidRecord<T>[] = [];
   const bad: Rejected[] = [];
@@ -207,8 +232,8 @@ export async function applyBatch<T>(
       : undefined;
   try {
     const r = await (trace
-      ? trace.run(() => applyValid(def, logic, db, mode, batch, valid, log, trace))
-      : applyValid(def, logic, db, mode, batch, valid, log, trace));
+      ? trace.run(() => applyValid(def, logic, db, mode, batch, valid, log, trace, expectedFrom))
+      : applyValid(def, logic, db, mode, batch, valid, log, trace, expectedFrom));
     trace?.end();
     return { ...r, rejected: r.rejected + bad.length };
   } catch (e) {
@@ -225,7 +250,15 @@ export async function applyBatch<T>(
  * committed (FOR UPDATE reads the newest version after the wait). The upsert takes `prev` as its input, so the row
  * is read before it is moved.
  */
-export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>, next: bigint): Promise<bigint> {
+export async function moveCheckpoint(
+  tx: Queryable,
+  group: string,
+  batch: Pick<Batch, 'topic' | 'partition'>,
+  next: bigint,
+  opts: { asyncCommit?: boolean } = {},
+): Promise<bigint> {
+  // `synchronous_commit` set for this transaction in the same statement (ApplyMode.asyncCommit): no round trip of its own.
+  const commitSetting = opts.asyncCommit ? sql`, set_config('synchronous_commit', 'off', true) AS commit_setting` : sql``;
   const was = await queryRow(
     tx,
     sql`
@@ -237,7 +270,7 @@ export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<B
         ON CONFLICT (group_id, topic, partition)
         DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()
       )
-      SELECT (SELECT next_offset FROM prev) AS next_offset`,
+      SELECT (SELECT next_offset FROM prev) AS next_offset${commitSetting}`,
     (r) => (r.next_offset === null ? null : BigInt(r.next_offset as string)),
   );
   return was ?? -1n;
@@ -266,14 +299,19 @@ async function applyValid<T>(
   valid: ValidRecord<T>[],
   log: Logger,
   trace: BatchTrace | undefined,
+  expectedFrom: bigint | undefined,
 ): Promise<{ applied: number; duplicates: number; rejected: number }> {
   if (logic.prepare && valid.length > 0) await logic.prepare(valid);
 
-  /** Applies the records not applied yet and moves the checkpoint to next, in one transaction. */
-  const commit = (records: ValidRecord<T>[], next: bigint) =>
+  /**
+   * Applies the records not applied yet and moves the checkpoint to next, in one transaction. With `expected` (where
+   * this process last moved the checkpoint), a checkpoint found behind it rolls the transaction back (CheckpointLost).
+   */
+  const commit = (records: ValidRecord<T>[], next: bigint, expected?: bigint) =>
     db.tx(async (tx) => {
       if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
-      const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next);
+      const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next, { asyncCommit: mode.asyncCommit });
+      if (expected !== undefined && from < expected) throw new CheckpointLost(batch.partition, from, expected);
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
         const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
@@ -289,7 +327,7 @@ async function applyValid<T>(
   let applied = 0;
   let refused = 0;
   try {
-    applied = await commit(valid, lastOffset + 1n);
+    applied = await commit(valid, lastOffset + 1n, expectedFrom);
   } catch (e) {
     if (!isDataError(e)) throw e;
     // The database refuses something in this batch that no retry will change (bad data, a violated
@@ -348,6 +386,8 @@ export interface LiveProjectionOptions {
   lagIntervalMs?: number;
   /** How often the outbox relay runs without being kicked (records a crash left behind). */
   relayIntervalMs?: number;
+  /** PROJECTION_SYNCHRONOUS_COMMIT off: the batches' transactions commit asynchronously (ApplyMode.asyncCommit). */
+  asyncCommit?: boolean;
 }
 
 export interface Projection {
@@ -397,6 +437,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     checkpointGroup: groupId,
     messagingSystem: o.bus.messagingSystem,
     emit: true,
+    ...(o.asyncCommit ? { asyncCommit: true } : {}),
     ...(logic.recover ? { marks: { name: def.name, hold: (t: string, seq: string, records: OutgoingRecord[]) => held.get(t)?.hold(seq, records) } } : {}),
     async reject(rejected) {
       if (rejected.length === 0) return;
@@ -406,6 +447,12 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     },
   };
   let applied = 0;
+  /**
+   * By partition: where this process last moved the checkpoint, since the partition was assigned to it. A batch that
+   * finds the checkpoint behind it (CheckpointLost) is delivered again from the checkpoint: without this, the records
+   * between would be skipped for good, as the consumer's place in the log is past them.
+   */
+  const movedTo = new Map<number, bigint>();
   /** By partition: the checkpoint whose gone records were reported (each is reported once). */
   const reportedGone = new Map<number, bigint>();
   /**
@@ -433,7 +480,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     behind.inc({ group: groupId, topic, outcome: 'rewound' });
     log.warn(
       { partition: batch.partition, checkpoint: at === null ? null : String(at), committed: batch.records[0].offset },
-      "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: restored from a backup?): the partition is delivered again from the checkpoint",
+      "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: a crash with PROJECTION_SYNCHRONOUS_COMMIT off, a restore from a backup?): the partition is delivered again from the checkpoint",
     );
     ctx.rewind(next.offset);
     return true;
@@ -447,9 +494,23 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
       handleBatch: async (batch, ctx) => {
         // The first batch of a partition assigned here starts at the log's committed position: when the checkpoint
         // is behind it (checkpointOf) and the log still holds records between, they are delivered again first.
-        if (ctx.resumed && (await resumesBehind(batch, ctx))) return;
+        if (ctx.resumed) {
+          movedTo.delete(batch.partition);
+          if (await resumesBehind(batch, ctx)) return;
+        }
         const end = batchSeconds.startTimer({ group: groupId, topic });
-        const r = await applyBatch(def, logic, o.db, mode, batch, log);
+        let r;
+        try {
+          r = await applyBatch(def, logic, o.db, mode, batch, log, movedTo.get(batch.partition));
+        } catch (e) {
+          if (!(e instanceof CheckpointLost)) throw e;
+          // PostgreSQL lost batches this process had committed (their records are past the consumer's place in the
+          // log): from the checkpoint again when the log still holds records between, else on from here.
+          movedTo.delete(batch.partition);
+          if (await resumesBehind(batch, ctx)) return;
+          r = await applyBatch(def, logic, o.db, mode, batch, log);
+        }
+        movedTo.set(batch.partition, BigInt(batch.records[batch.records.length - 1].offset) + 1n);
         // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
         // committed in the outbox, so nothing waits on the relay to be safe.
         if (relays.length > 0) void relayAll('kicked');

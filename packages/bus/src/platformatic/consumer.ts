@@ -150,10 +150,12 @@ export function platformaticConsumers(
             if (rewindTo !== null) {
               // The group's position goes back to where the handler resumes, and the stream's turn ends: the next
               // stream starts every partition at its committed position (the others' batches in hand commit first).
-              // The first batch of its partition in this turn, so no commit of it is in flight. A commit that fails
-              // hands the batch to the handler again, which asks again.
+              // A commit of the partition's earlier batches still in flight (a rewind asked mid-stream: a projection's
+              // CheckpointLost) settles first, so it cannot land after this one. A commit that fails hands the batch to
+              // the handler again, which asks again.
               slog.warn({ topic: q.topic, partition: q.partition, from: records[0].offset, to: String(rewindTo) }, 'rewinding the partition');
               try {
+                await committing.get(`${q.topic}\u0000${q.partition}`)?.running;
                 await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: rewindTo, leaderEpoch: -1 }] });
               } catch (e) {
                 slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not move the group back for a rewind; the batch is handled again');
