@@ -9,8 +9,11 @@ import { consumersCaughtUp } from '../promMetrics.js';
 
 /** As in allInOne.ts: each phase after the first starts once the consumers caught up (BENCH_NO_CATCH_UP=1: at once). */
 const CATCH_UP = process.env.BENCH_NO_CATCH_UP !== '1';
-/** Where `pnpm start` puts its consumers: `auto` (a worker thread, its default) unless BENCH_EMBEDDED_CONSUMER_THREAD says `off`. */
-const CONSUMER_THREAD = process.env.BENCH_EMBEDDED_CONSUMER_THREAD === 'off' ? 'off' : 'auto';
+/**
+ * Where `pnpm start` puts its consumers: its default `auto` (on the Postgres-log bus: the event loop), unless
+ * BENCH_EMBEDDED_CONSUMER_THREAD says `on` (a worker thread, the embedded default before 2026-11-28) or `off`.
+ */
+const CONSUMER_THREAD = (['on', 'off'] as const).find((v) => v === process.env.BENCH_EMBEDDED_CONSUMER_THREAD) ?? 'auto';
 
 /**
  * `pnpm start` with no infrastructure: every service in one process, the embedded database and the
@@ -32,8 +35,8 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     const dataDir = path.join(dir, '.data');
     try {
       // `pnpm start` itself, with DATABASE_URL and KAFKA_BROKERS unset (empty), as on a fresh machine: its consumers
-      // on their worker thread (CONSUMER_THREAD, BENCH_EMBEDDED_CONSUMER_THREAD=off for the event loop; PGlite keeps
-      // them on the event loop whatever it says, its one connection being that thread's).
+      // where CONSUMER_THREAD puts them (BENCH_EMBEDDED_CONSUMER_THREAD=on for a worker thread; PGlite keeps them on
+      // the event loop whatever it says, its one connection being that thread's).
       const { child, baseUrl } = await b.allInOne(`embedded-${engine}`, {
         DATABASE_URL: '',
         KAFKA_BROKERS: '',
@@ -201,7 +204,7 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
     rows,
     details: { phases },
     notes: [
-      `\`pnpm start\` (services/all-in-one/src/main.ts through tsx) with neither DATABASE_URL nor KAFKA_BROKERS: every service in one Node process, the embedded database and the Postgres-log bus in a fresh DATA_DIR; CONSUMER_THREAD=${CONSUMER_THREAD} (on PGlite the consumers stay on the event loop).`,
+      `\`pnpm start\` (services/all-in-one/src/main.ts through tsx) with neither DATABASE_URL nor KAFKA_BROKERS: every service in one Node process, the embedded database and the Postgres-log bus in a fresh DATA_DIR; CONSUMER_THREAD=${CONSUMER_THREAD} (${CONSUMER_THREAD === 'on' ? 'the consumers in a worker thread' : 'the consumers on the event loop'}; on PGlite they stay on the event loop).`,
       "Saturation: 64 closed-loop clients; fixed rate: open loop at 500 req/s, latency from the scheduled send time; bulk: 16 closed-loop clients x 100 events. Same realistic events as the other scenarios (PostgreSQL engine: 19,000 of each shop's 20,000 returning contacts stored first).",
       "The embedded database shares this machine's cores with the service and the load generator; the baseline producer writes to the shared Kafka broker.",
       CATCH_UP

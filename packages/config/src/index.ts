@@ -129,8 +129,9 @@ export const envSchema = z.object({
   // supervisor could not bring it back), so an orchestrator restarts the process.
   CONSUMER_DEAD_AFTER_MS: int(60_000),
   // `pnpm start` with every service on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers in a worker
-  // thread of their own (auto), off the event loop that answers HTTP; off keeps them on it. PGlite: always on it.
-  CONSUMER_THREAD: z.enum(['auto', 'off']).default('auto'),
+  // thread of their own, off the event loop that answers HTTP, when the log is Kafka (auto) or on any bus (on); off
+  // keeps them on that loop, as auto does on the Postgres-log bus. PGlite: always on it.
+  CONSUMER_THREAD: z.enum(['auto', 'on', 'off']).default('auto'),
   // That thread's nice value (Linux; 0: the process's priority): when the cores are short, HTTP is answered first
   // and the consumers (their lag) take what is left.
   CONSUMER_THREAD_NICE: z.coerce.number().int().min(0).max(19).default(10),

@@ -25,9 +25,14 @@ await runServices(services, {
   name,
   migrations: migrationSources,
   // Every service in this process, on a PostgreSQL server (embedded, or DATABASE_URL's): the consumers get a
-  // worker thread, one more client of the same server and broker. Not on PGlite (one connection, this thread's).
+  // worker thread, one more client of the same server and broker, when the log is Kafka (`auto`) or always (`on`).
+  // Not on PGlite (one connection, this thread's). On the Postgres-log bus `auto` keeps them on the event loop: there
+  // every publish and every consumer's poll is work for the same PostgreSQL, and the thread's consumers took it from
+  // the producers' requests (bench/README.md, "The embedded mode's consumers back on the event loop").
   consumersInThread: (rt, consumers, onDied) => {
-    const url = !service && !rt.db.oneConnection && rt.env.CONSUMER_THREAD === 'auto' ? (rt.env.DATABASE_URL ?? embeddedServerUrl(rt.env.DATA_DIR)) : undefined;
+    const placement = rt.env.CONSUMER_THREAD;
+    const inThread = !service && !rt.db.oneConnection && (placement === 'on' || (placement === 'auto' && Boolean(rt.env.KAFKA_BROKERS)));
+    const url = inThread ? (rt.env.DATABASE_URL ?? embeddedServerUrl(rt.env.DATA_DIR)) : undefined;
     return url
       ? startConsumerThread(
           rt.env,
