@@ -120,11 +120,6 @@ export const envSchema = z.object({
   // `<service>@<host>:<PORT>` (none when PORT is 0); `none`: every start joins as a new member.
   KAFKA_GROUP_INSTANCE_ID: z.string().min(1).optional(),
   FLOW_REFRESH_MS: int(2_000),
-  // The projections' batch transactions (activity-projector, conversation-projector, flow-matcher): `on` waits for
-  // PostgreSQL to flush each commit to disk; `off` does not (synchronous_commit = off for those transactions alone).
-  // A crash of PostgreSQL may then lose the last few hundred milliseconds of batches: their checkpoint goes back
-  // with them and the projection applies them again from the log (docs/operations.md).
-  PROJECTION_SYNCHRONOUS_COMMIT: z.enum(['on', 'off']).default('on'),
   // Liveness: /healthz answers 503 once a consumer of the process has not been running for this long (its
   // supervisor could not bring it back), so an orchestrator restarts the process.
   CONSUMER_DEAD_AFTER_MS: int(60_000),

@@ -20,7 +20,7 @@ const handled = counter('shopstream_consumer_records_total', 'Records handled by
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
 const behind = counter(
   'shopstream_projection_checkpoint_behind_total',
-  "Times a projection found a partition's checkpoint in PostgreSQL behind the log's committed position when the partition was assigned to it, or behind where it had itself moved the checkpoint (PostgreSQL lost committed work: a crash with PROJECTION_SYNCHRONOUS_COMMIT off, a restore from a backup, a failover to a replica that lagged), by outcome: rewound (delivered again from the checkpoint), gone (the records between were no longer in the log).",
+  "Times a projection found a partition's checkpoint in PostgreSQL behind the log's committed position when the partition was assigned to it, or behind where it had itself moved the checkpoint (PostgreSQL lost committed work: restored from a backup, a failover to a replica that lagged), by outcome: rewound (delivered again from the checkpoint), gone (the records between were no longer in the log).",
   ['group', 'topic', 'outcome'],
 );
 const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
@@ -160,20 +160,13 @@ export interface ApplyMode {
   reject(rejected: Rejected[]): Promise<void>;
   /** `messaging.system` of the bus the records come from, for the consumer spans (tracing on). */
   messagingSystem?: string;
-  /**
-   * Set in the live run when PROJECTION_SYNCHRONOUS_COMMIT is off: each batch's transaction commits without waiting
-   * for PostgreSQL to flush its WAL (`synchronous_commit = off` for that transaction alone). A crash of PostgreSQL can
-   * then lose the last few hundred milliseconds of batches; their checkpoint goes back with them, and the runner
-   * delivers those records again from the log (CheckpointLost, runLiveProjection).
-   */
-  asyncCommit?: boolean;
 }
 
 /**
  * The checkpoint of a batch's partition, read in its transaction, is behind where this process last moved it:
- * PostgreSQL lost work it had committed (a crash with asynchronous commit, a restore from a backup, a failover to a
- * replica that lagged) while the consumer kept its place in the log. The transaction is rolled back, and the runner
- * delivers the partition again from the checkpoint.
+ * PostgreSQL lost work it had committed (a failover to a replica that lagged, a restore from a backup) while the
+ * consumer kept its place in the log. The transaction is rolled back, and the runner delivers the partition again
+ * from the checkpoint.
  */
 export class CheckpointLost extends Error {
   constructor(
@@ -250,15 +243,7 @@ export async function applyBatch<T>(
  * committed (FOR UPDATE reads the newest version after the wait). The upsert takes `prev` as its input, so the row
  * is read before it is moved.
  */
-export async function moveCheckpoint(
-  tx: Queryable,
-  group: string,
-  batch: Pick<Batch, 'topic' | 'partition'>,
-  next: bigint,
-  opts: { asyncCommit?: boolean } = {},
-): Promise<bigint> {
-  // `synchronous_commit` set for this transaction in the same statement (ApplyMode.asyncCommit): no round trip of its own.
-  const commitSetting = opts.asyncCommit ? sql`, set_config('synchronous_commit', 'off', true) AS commit_setting` : sql``;
+export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<Batch, 'topic' | 'partition'>, next: bigint): Promise<bigint> {
   const was = await queryRow(
     tx,
     sql`
@@ -270,7 +255,7 @@ export async function moveCheckpoint(
         ON CONFLICT (group_id, topic, partition)
         DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()
       )
-      SELECT (SELECT next_offset FROM prev) AS next_offset${commitSetting}`,
+      SELECT (SELECT next_offset FROM prev) AS next_offset`,
     (r) => (r.next_offset === null ? null : BigInt(r.next_offset as string)),
   );
   return was ?? -1n;
@@ -310,7 +295,7 @@ async function applyValid<T>(
   const commit = (records: ValidRecord<T>[], next: bigint, expected?: bigint) =>
     db.tx(async (tx) => {
       if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
-      const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next, { asyncCommit: mode.asyncCommit });
+      const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next);
       if (expected !== undefined && from < expected) throw new CheckpointLost(batch.partition, from, expected);
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
       if (fresh.length > 0) {
@@ -386,8 +371,6 @@ export interface LiveProjectionOptions {
   lagIntervalMs?: number;
   /** How often the outbox relay runs without being kicked (records a crash left behind). */
   relayIntervalMs?: number;
-  /** PROJECTION_SYNCHRONOUS_COMMIT off: the batches' transactions commit asynchronously (ApplyMode.asyncCommit). */
-  asyncCommit?: boolean;
 }
 
 export interface Projection {
@@ -437,7 +420,6 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     checkpointGroup: groupId,
     messagingSystem: o.bus.messagingSystem,
     emit: true,
-    ...(o.asyncCommit ? { asyncCommit: true } : {}),
     ...(logic.recover ? { marks: { name: def.name, hold: (t: string, seq: string, records: OutgoingRecord[]) => held.get(t)?.hold(seq, records) } } : {}),
     async reject(rejected) {
       if (rejected.length === 0) return;
@@ -480,7 +462,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     behind.inc({ group: groupId, topic, outcome: 'rewound' });
     log.warn(
       { partition: batch.partition, checkpoint: at === null ? null : String(at), committed: batch.records[0].offset },
-      "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: a crash with PROJECTION_SYNCHRONOUS_COMMIT off, a restore from a backup?): the partition is delivered again from the checkpoint",
+      "the projection's checkpoint is behind the log's committed position (PostgreSQL lost committed work: restored from a backup, failed over?): the partition is delivered again from the checkpoint",
     );
     ctx.rewind(next.offset);
     return true;

@@ -117,7 +117,6 @@ function projectionStart(
       logger,
       topics: rt.topics,
       groupPrefix: config.CONSUMER_GROUP_PREFIX!,
-      asyncCommit: config.PROJECTION_SYNCHRONOUS_COMMIT === 'off',
       // Its master key settings, as far as its slice picks them.
       env: config,
     });

@@ -8,7 +8,7 @@ export { activityProjection } from './activityProjection.js';
 export const activityProjector = defineService({
   name: 'activity-projector',
   kind: 'consumer',
-  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, PROJECTION_SYNCHRONOUS_COMMIT: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
+  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
   projection: () => activityProjection,
   migrations: new URL('../migrations', import.meta.url),
   topics: { reads: [eventsTopic], emits: [metricsTopic] },

@@ -9,7 +9,7 @@ export { conversationProjection } from './conversationProjection.js';
 export const conversationProjector = defineService({
   name: 'conversation-projector',
   kind: 'consumer',
-  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, PROJECTION_SYNCHRONOUS_COMMIT: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
+  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
   projection: () => conversationProjection,
   migrations: new URL('../migrations', import.meta.url),
   topics: { reads: [conversationsTopic], emits: [] },

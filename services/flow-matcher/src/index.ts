@@ -11,13 +11,7 @@ export { triggerId } from './matchTriggers.js';
 export const flowMatcher = defineService({
   name: 'flow-matcher',
   kind: 'consumer',
-  config: envSchema.pick({
-    CONSUMER_GROUP_PREFIX: true,
-    PROJECTION_SYNCHRONOUS_COMMIT: true,
-    FLOW_REFRESH_MS: true,
-    PRIVACY_MASTER_KEY: true,
-    PRIVACY_MASTER_KEY_FILE: true,
-  }),
+  config: envSchema.pick({ CONSUMER_GROUP_PREFIX: true, FLOW_REFRESH_MS: true, PRIVACY_MASTER_KEY: true, PRIVACY_MASTER_KEY_FILE: true }),
   projection: (config) => flowMatcherProjection(config.FLOW_REFRESH_MS),
   migrations: new URL('../migrations', import.meta.url),
   topics: { reads: [metricsTopic], emits: [flowTriggersTopic] },
