@@ -1,9 +1,18 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { getPriority } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { testInfra } from '@shopstream/testkit';
 import { killShopstreams } from './shopstreamProcess.js';
-import { startShopstream, stopShopstream, runCli, api, conversationLines, distributedEnv, eventsFlowAndTimeline, exportedIdsOnceThere } from './startFlows.js';
+import {
+  startShopstream,
+  stopShopstream,
+  runCli,
+  api,
+  conversationLines,
+  distributedEnv,
+  eventsFlowAndTimeline,
+  exportedIdsOnceThere,
+  threadsUnder,
+} from './startFlows.js';
 
 afterAll(killShopstreams);
 
@@ -20,7 +29,8 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
     expect(s.output()).not.toContain('API key:');
     const call = api(s.base, key, shop);
     await eventsFlowAndTimeline(s.base, call);
-    // As in the embedded mode, the consumers that projected those events ran in a worker thread (CONSUMER_THREAD=auto).
+    // On Kafka the consumers that projected those events ran in a worker thread (CONSUMER_THREAD=auto; the embedded
+    // mode keeps them on the event loop: start.e2e.spec.ts).
     expect(s.output()).toContain('consumers started in a worker thread');
     // That thread alone runs at CONSUMER_THREAD_NICE; the thread answering HTTP keeps the priority it was started
     // with (this process's).
@@ -37,34 +47,3 @@ describe('pnpm start, distributed (KAFKA_BROKERS and DATABASE_URL set)', () => {
     expect(await stopShopstream(s)).toBe(0);
   }, 300_000);
 });
-
-/** Every thread of `pid` and its descendants (Linux /proc): its name, nice value, and whether it is its process's first. */
-function threadsUnder(pid: number): { comm: string; nice: number; main: boolean }[] {
-  const stat = (file: string) => {
-    try {
-      const text = readFileSync(file, 'utf8');
-      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
-      return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), ppid: Number(rest[1]), nice: Number(rest[16]) };
-    } catch {
-      return null; // a process or thread that ended meanwhile
-    }
-  };
-  const parents = new Map<number, number>();
-  for (const p of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
-    const st = stat(`/proc/${p}/stat`);
-    if (st) parents.set(Number(p), st.ppid);
-  }
-  const under = (p: number): boolean => p === pid || (parents.has(p) && p > 1 && under(parents.get(p)!));
-  return [...parents.keys()].filter(under).flatMap((p) => {
-    let tids: string[] = [];
-    try {
-      tids = readdirSync(`/proc/${p}/task`);
-    } catch {
-      // ended meanwhile
-    }
-    return tids.flatMap((tid) => {
-      const st = stat(`/proc/${p}/task/${tid}/stat`);
-      return st ? [{ comm: st.comm, nice: st.nice, main: Number(tid) === p }] : [];
-    });
-  });
-}

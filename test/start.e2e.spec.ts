@@ -15,6 +15,7 @@ import {
   exportedIds,
   exportedIdsOnceThere,
   postgresProcesses,
+  threadsUnder,
 } from './startFlows.js';
 
 afterAll(killShopstreams);
@@ -26,7 +27,8 @@ describe('pnpm start, embedded (nothing but Node)', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'shopstream-embedded-'));
     // As root, PostgreSQL runs as another OS user, who must be able to enter the directory (mkdtemp's is private).
     chmodSync(dir, 0o755);
-    const env = { DATA_DIR: path.join(dir, '.data'), FLOW_REFRESH_MS: '500' };
+    // CONSUMER_THREAD_NICE: a value nothing else here runs at, so a consumer thread would be found by it.
+    const env = { DATA_DIR: path.join(dir, '.data'), FLOW_REFRESH_MS: '500', CONSUMER_THREAD_NICE: '7' };
     try {
       let s = await startShopstream(env);
       expect(s.output()).toMatch(/embedded mode, data in \S+, PostgreSQL/);
@@ -34,6 +36,9 @@ describe('pnpm start, embedded (nothing but Node)', () => {
       const shop = /Shop id: +(\S+)/.exec(s.output())![1];
       let call = api(s.base, key, shop);
       const { activityId, contactId } = await eventsFlowAndTimeline(s.base, call);
+      // The consumers that projected those events ran on the event loop (CONSUMER_THREAD=auto on the Postgres-log
+      // bus), not in a worker thread at CONSUMER_THREAD_NICE.
+      if (process.platform === 'linux') expect(threadsUnder(s.child.pid!).filter((t) => t.nice === 7)).toEqual([]);
 
       // CLI commands work while the server runs, against its data: they attach to its PostgreSQL.
       const { file, ids } = conversationLines(shop, 3);

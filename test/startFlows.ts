@@ -197,3 +197,34 @@ export function postgresProcesses(dir: string): number[] {
   }
   return pids;
 }
+
+/** Every thread of `pid` and its descendants (Linux /proc): its name, nice value, and whether it is its process's first. */
+export function threadsUnder(pid: number): { comm: string; nice: number; main: boolean }[] {
+  const stat = (file: string) => {
+    try {
+      const text = readFileSync(file, 'utf8');
+      const rest = text.slice(text.lastIndexOf(')') + 2).split(' ');
+      return { comm: text.slice(text.indexOf('(') + 1, text.lastIndexOf(')')), ppid: Number(rest[1]), nice: Number(rest[16]) };
+    } catch {
+      return null; // a process or thread that ended meanwhile
+    }
+  };
+  const parents = new Map<number, number>();
+  for (const p of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+    const st = stat(`/proc/${p}/stat`);
+    if (st) parents.set(Number(p), st.ppid);
+  }
+  const under = (p: number): boolean => p === pid || (parents.has(p) && p > 1 && under(parents.get(p)!));
+  return [...parents.keys()].filter(under).flatMap((p) => {
+    let tids: string[] = [];
+    try {
+      tids = readdirSync(`/proc/${p}/task`);
+    } catch {
+      // ended meanwhile
+    }
+    return tids.flatMap((tid) => {
+      const st = stat(`/proc/${p}/task/${tid}/stat`);
+      return st ? [{ comm: st.comm, nice: st.nice, main: Number(tid) === p }] : [];
+    });
+  });
+}
