@@ -48,6 +48,8 @@ export interface KafkaBusBaseOptions {
 /** The consumers' fetch defaults (KafkaBusBaseOptions.fetchMinBytes, fetchMaxWaitMs). */
 export const FETCH_MIN_BYTES = 64 * 1024;
 export const FETCH_MAX_WAIT_MS = 100;
+/** PlatformaticKafkaBusOptions.commitIntervalMs's default. */
+export const COMMIT_INTERVAL_MS = 1_000;
 
 /**
  * The consumers' heartbeat interval for a session timeout: at most a second. A member learns that the group is

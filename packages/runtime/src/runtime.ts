@@ -132,7 +132,7 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
     };
     const untraced = kafka
       ? settings.client === 'platformatic'
-        ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env, name) })
+        ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env, name), commitIntervalMs: env.KAFKA_COMMIT_INTERVAL_MS })
         : await createKafkaBus(kafka)
       : await createPgLogBus({ db: untracedDb, logger });
     opened = untraced;

@@ -1,7 +1,7 @@
 import { Consumer, MessagesStreamFallbackModes, MessagesStreamModes, type Message, type MessagesStream } from '@platformatic/kafka';
 import type { Logger } from '@shopstream/telemetry';
 import { ConsumerFailedError, type BatchContext, type Bus, type BusRecord, type ConsumeOptions, type Subscription } from '../port.js';
-import { FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES, heartbeatIntervalMs } from '../kafkaCommon.js';
+import { COMMIT_INTERVAL_MS, FETCH_MAX_WAIT_MS, FETCH_MIN_BYTES, heartbeatIntervalMs } from '../kafkaCommon.js';
 import type { PlatformaticKafkaBusOptions } from '../kafkaPlatformatic.js';
 import { withTimeout } from '../kafka/timeouts.js';
 import { forceClose, headersOf, sleep, type ClientBase } from './client.js';
@@ -22,7 +22,7 @@ const PARTITIONS_AT_ONCE = 3;
 /** The consumers of a @platformatic/kafka bus: consume, and close for the bus's close. */
 export function platformaticConsumers(
   base: ClientBase,
-  opts: Pick<PlatformaticKafkaBusOptions, 'clientId' | 'sessionTimeoutMs' | 'groupInstanceId' | 'fetchMinBytes' | 'fetchMaxWaitMs'>,
+  opts: Pick<PlatformaticKafkaBusOptions, 'clientId' | 'sessionTimeoutMs' | 'groupInstanceId' | 'fetchMinBytes' | 'fetchMaxWaitMs' | 'commitIntervalMs'>,
   log: Logger,
 ) {
   const subscriptions = new Set<Subscription>();
@@ -150,12 +150,12 @@ export function platformaticConsumers(
             if (rewindTo !== null) {
               // The group's position goes back to where the handler resumes, and the stream's turn ends: the next
               // stream starts every partition at its committed position (the others' batches in hand commit first).
-              // A commit of the partition's earlier batches still in flight (a rewind asked mid-stream: a projection's
-              // CheckpointLost) settles first, so it cannot land after this one. A commit that fails hands the batch to
-              // the handler again, which asks again.
+              // The partition's earlier batches' position, not committed yet, is dropped, and a commit in flight (a
+              // rewind asked mid-stream: a projection's CheckpointLost) settles first, so neither lands after this one.
+              // A commit that fails hands the batch to the handler again, which asks again.
               slog.warn({ topic: q.topic, partition: q.partition, from: records[0].offset, to: String(rewindTo) }, 'rewinding the partition');
               try {
-                await committing.get(`${q.topic}\u0000${q.partition}`)?.running;
+                await commits.settleFor(q);
                 await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: rewindTo, leaderEpoch: -1 }] });
               } catch (e) {
                 slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not move the group back for a rewind; the batch is handled again');
@@ -169,7 +169,7 @@ export function platformaticConsumers(
             q.records.splice(0, records.length);
             queued -= records.length;
             if (stream?.isPaused() && queued < MAX_QUEUED_RECORDS / 2) stream.resume();
-            commitLater(q, BigInt(records[records.length - 1].offset) + 1n);
+            commits.later(q, BigInt(records[records.length - 1].offset) + 1n);
           } finally {
             release();
           }
@@ -179,33 +179,74 @@ export function platformaticConsumers(
       }
     };
     /**
-     * A handled batch's position is committed apart from the handling: at most one commit in flight per
-     * partition, the newest position waiting behind it. A commit waits while the group's coordinator is away
-     * (its broker died: until another takes the group, retries of up to 5 s), and awaited in the handler's
-     * slot it held up every partition behind it. Each stream's turn ends only once its commits settled.
+     * A handled batch's position is committed apart from the handling, and together: every partition handled since
+     * the last commit in one OffsetCommit, at most one in flight, and at most one per commitIntervalMs (a commit
+     * after a quiet spell goes at once). A commit waits while the group's coordinator is away (its broker died:
+     * until another takes the group, retries of up to 5 s), and awaited in the handler's slot it held up every
+     * partition behind it. Each stream's turn ends only once its positions are committed (flush, at once).
      */
-    const committing = new Map<string, { next: bigint | null; running: Promise<void> }>();
-    const commitLater = (q: Queue, offset: bigint) => {
-      const k = `${q.topic}\u0000${q.partition}`;
-      const c = committing.get(k);
-      if (c) {
-        c.next = offset;
-        return;
-      }
-      const entry = { next: offset as bigint | null, running: Promise.resolve() };
-      committing.set(k, entry);
-      entry.running = (async () => {
-        while (entry.next !== null) {
-          const at = entry.next;
-          entry.next = null;
-          await consumer.commit({ offsets: [{ topic: q.topic, partition: q.partition, offset: at, leaderEpoch: -1 }] }).catch((e: unknown) => {
-            // Handled but not committed: delivered again after the next join (at least once), not lost.
-            slog.warn({ err: e, topic: q.topic, partition: q.partition }, 'could not commit a handled batch; it will be delivered again');
-          });
+    const commits = (() => {
+      const interval = opts.commitIntervalMs ?? COMMIT_INTERVAL_MS;
+      const pending = new Map<string, { topic: string; partition: number; offset: bigint }>();
+      let committer: Promise<void> | null = null;
+      let inFlight: Promise<void> | null = null;
+      let lastAt = 0;
+      let urgent = false;
+      let wakeCommitter: (() => void) | null = null;
+      const run = async () => {
+        try {
+          while (pending.size > 0) {
+            const wait = lastAt + interval - Date.now();
+            if (!urgent && wait > 0) {
+              await new Promise<void>((resolve) => {
+                const t = setTimeout(resolve, wait);
+                wakeCommitter = () => {
+                  clearTimeout(t);
+                  resolve();
+                };
+              });
+              wakeCommitter = null;
+              if (pending.size === 0) break;
+            }
+            const offsets = [...pending.values()].map((p) => ({ topic: p.topic, partition: p.partition, offset: p.offset, leaderEpoch: -1 }));
+            pending.clear();
+            lastAt = Date.now();
+            inFlight = consumer.commit({ offsets }).catch((e: unknown) => {
+              // Handled but not committed: delivered again after the next join (at least once), not lost.
+              slog.warn(
+                { err: e, partitions: offsets.map((o) => `${o.topic}/${o.partition}`) },
+                'could not commit handled batches; they will be delivered again',
+              );
+            });
+            await inFlight;
+            inFlight = null;
+          }
+        } finally {
+          committer = null;
         }
-        committing.delete(k);
-      })();
-    };
+      };
+      return {
+        later(q: Queue, offset: bigint) {
+          pending.set(`${q.topic}\u0000${q.partition}`, { topic: q.topic, partition: q.partition, offset });
+          committer ??= run();
+        },
+        /** The partition's position not committed yet is dropped, and a commit in flight settles (a rewind's). */
+        async settleFor(q: Queue) {
+          pending.delete(`${q.topic}\u0000${q.partition}`);
+          await inFlight;
+        },
+        /** Everything handled is committed now (the stream's turn ends). */
+        async flush() {
+          urgent = true;
+          try {
+            wakeCommitter?.();
+            while (committer) await committer;
+          } finally {
+            urgent = false;
+          }
+        },
+      };
+    })();
     const start = (q: Queue) => {
       if (q.busy) return;
       q.busy = true;
@@ -274,7 +315,7 @@ export function platformaticConsumers(
         queues = new Map();
         queued = 0;
         while (workers.size > 0) await Promise.all([...workers]);
-        while (committing.size > 0) await Promise.all([...committing.values()].map((c) => c.running));
+        await commits.flush();
         stream = null;
         if (!running) {
           await bounded(s.close(), 'closing the consumer stream');
