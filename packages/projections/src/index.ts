@@ -15,6 +15,7 @@ export {
   type ProjectionDeps,
   type LiveProjectionOptions,
   type ApplyMode,
+  type BatchOutcome,
   type Rejected,
   type ValidRecord,
 } from './projection.js';

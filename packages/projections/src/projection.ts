@@ -191,6 +191,14 @@ function withTraceContext(emitted: EmittedRecord[], trace: BatchTrace | undefine
   });
 }
 
+/** What applyBatch did with a batch: records applied, skipped as applied already, rejected; records it put in the outbox. */
+export interface BatchOutcome {
+  applied: number;
+  duplicates: number;
+  rejected: number;
+  emitted: number;
+}
+
 /**
  * Applies one batch of one partition: valid records not applied yet, in one transaction that also moves the
  * checkpoint (compare-and-set), so a record delivered twice is applied once. Records that fail the schema,
@@ -205,7 +213,7 @@ export async function applyBatch<T>(
   batch: Batch,
   log: Logger,
   expectedFrom?: bigint,
-): Promise<{ applied: number; duplicates: number; rejected: number }> {
+): Promise<BatchOutcome> {
   const valid: ValidRecord<T>[] = [];
   const bad: Rejected[] = [];
   for (const record of batch.records) {
@@ -285,7 +293,7 @@ async function applyValid<T>(
   log: Logger,
   trace: BatchTrace | undefined,
   expectedFrom: bigint | undefined,
-): Promise<{ applied: number; duplicates: number; rejected: number }> {
+): Promise<BatchOutcome> {
   if (logic.prepare && valid.length > 0) await logic.prepare(valid);
 
   /**
@@ -298,21 +306,27 @@ async function applyValid<T>(
       const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next);
       if (expected !== undefined && from < expected) throw new CheckpointLost(batch.partition, from, expected);
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
+      let out: EmittedRecord[] = [];
       if (fresh.length > 0) {
         const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
         if (mode.emit) {
-          const out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
+          out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
           await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
         }
       }
-      return fresh.length;
+      return { applied: fresh.length, emitted: out.length };
     });
 
   const lastOffset = BigInt(batch.records[batch.records.length - 1].offset);
   let applied = 0;
+  let emitted = 0;
   let refused = 0;
+  const add = (r: { applied: number; emitted: number }) => {
+    applied += r.applied;
+    emitted += r.emitted;
+  };
   try {
-    applied = await commit(valid, lastOffset + 1n, expectedFrom);
+    add(await commit(valid, lastOffset + 1n, expectedFrom));
   } catch (e) {
     if (!isDataError(e)) throw e;
     // The database refuses something in this batch that no retry will change (bad data, a violated
@@ -322,7 +336,7 @@ async function applyValid<T>(
     for (const v of valid) {
       const next = BigInt(v.record.offset) + 1n;
       try {
-        applied += await commit([v], next);
+        add(await commit([v], next));
       } catch (e2) {
         if (!isDataError(e2)) throw e2;
         await mode.reject([{ record: v.record, reason: `refused by the database: ${(e2 as Error).message}` }]);
@@ -332,7 +346,7 @@ async function applyValid<T>(
     }
     await commit([], lastOffset + 1n);
   }
-  return { applied, duplicates: valid.length - applied - refused, rejected: refused };
+  return { applied, duplicates: valid.length - applied - refused, rejected: refused, emitted };
 }
 
 /** Sends records to `<topic>.dlq` with the reason and their origin in headers. */
@@ -494,8 +508,10 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
         }
         movedTo.set(batch.partition, BigInt(batch.records[batch.records.length - 1].offset) + 1n);
         // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
-        // committed in the outbox, so nothing waits on the relay to be safe.
-        if (relays.length > 0) void relayAll('kicked');
+        // committed in the outbox, so nothing waits on the relay to be safe. A batch that put nothing in the outbox
+        // (a flow matcher's batch that matched no flow) kicks nothing: each run is a transaction, and rows of others
+        // (a crash's) go out with the timer's next run.
+        if (relays.length > 0 && r.emitted > 0) void relayAll('kicked');
         applied += r.applied;
         handled.inc({ group: groupId, topic, outcome: 'applied' }, r.applied);
         handled.inc({ group: groupId, topic, outcome: 'skipped_duplicate' }, r.duplicates);

@@ -11,6 +11,7 @@ const bigOrders = '0190a2c4-0000-7000-8000-0000000000f1';
 const anyOrder = '0190a2c4-0000-7000-8000-0000000000f2';
 const signups = '0190a2c4-0000-7000-8000-0000000000f3';
 const contactId = '0190a2c4-0000-7000-8000-0000000000c2';
+const erasedContactId = '0190a2c4-0000-7000-8000-0000000000c9';
 
 async function seedFlows(db: Db): Promise<void> {
   const flow = (id: string, metric: string, conditions: unknown[], status = 'active') => sql`
@@ -122,6 +123,25 @@ describe('flow matcher projection (given flows and metric events, when applied, 
         expect(emitted).toHaveLength(2);
         expect(rejected).toEqual([{ value: '{"id":"nope"}', reason: expect.stringMatching(/^schema: /) }]);
       });
+  });
+
+  it("triggers nothing for an erased contact's metric event, and goes on for the others of its batch", async () => {
+    await spec.db.query(sql`
+      INSERT INTO erased_contacts (shop_id, contact_id, job_id, erased_at)
+      VALUES (${shop}, ${erasedContactId}, ${erasedContactId}, now()) ON CONFLICT DO NOTHING`);
+    const erased = metric(7, { contact: { id: erasedContactId, email: null, phone: null, remote_id: null, name: null } });
+    const live = metric(8);
+    const anonymous = metric(9, { contact: null });
+    await spec.given(erased, live, anonymous).then(async ({ rows, emitted, applied }) => {
+      expect(applied).toBe(3);
+      expect((await rows(triggers)).map((r) => [r.metric_event_id, r.flow_id])).toEqual([
+        [live.id, bigOrders],
+        [live.id, anyOrder],
+        [anonymous.id, bigOrders],
+        [anonymous.id, anyOrder],
+      ]);
+      expect(emitted).toHaveLength(4);
+    });
   });
 
   it("stores with each trigger's outbox row the traceparent of its metric event (passed on as it came: tracing is off here)", async () => {

@@ -24,12 +24,10 @@ export function flowMatcherProjection(refreshMs: number): ProjectionDefinition<M
       return {
         prepare: (records) => index.upTo(records.map((r) => r.value.recorded_at)),
         // Metric events keep their contact in plaintext until `metrics`' retention ends: an erased one triggers nothing.
+        // Asked only of the events that match a flow, so a batch that matches none reads and locks no key rows.
         apply: async (tx, records) =>
-          matchTriggers(
-            tx,
-            await withoutErasedContacts(tx, keys, records, (r) => (r.value.contact ? { shop_id: r.value.shop_id, contact_id: r.value.contact.id } : null)),
-            index,
-            topics.flowTriggers,
+          matchTriggers(tx, records, index, topics.flowTriggers, (matching) =>
+            withoutErasedContacts(tx, keys, matching, (r) => (r.value.contact ? { shop_id: r.value.shop_id, contact_id: r.value.contact.id } : null)),
           ),
         readiness: { 'flow-index': async () => index.ready },
         async close() {

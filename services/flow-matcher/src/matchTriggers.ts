@@ -5,7 +5,7 @@ import type { EmittedRecord, ValidRecord } from '@shopstream/projections';
 import { flowTriggersTopic, type FlowTriggerRecord, type MetricEvent } from '@shopstream/contracts';
 import { counter } from '@shopstream/telemetry';
 import { matchFlow } from './matchFlow.js';
-import type { FlowIndex } from './flowIndex.js';
+import type { FlowIndex, IndexedFlow } from './flowIndex.js';
 
 const matches = counter('shopstream_flow_triggers_total', 'Flow triggers written (new (flow, metric event) pairs).');
 
@@ -18,16 +18,36 @@ export const triggerId = (flowId: string, metricEventId: string): string => uuid
  * `flow-triggers` record per new row. Every value comes from the records: the id from flow and metric event,
  * matched_at is when the metric record entered the log.
  */
-export async function matchTriggers(tx: Queryable, records: ValidRecord<MetricEvent>[], index: FlowIndex, topic: string): Promise<EmittedRecord[]> {
+export async function matchTriggers(
+  tx: Queryable,
+  records: ValidRecord<MetricEvent>[],
+  index: FlowIndex,
+  topic: string,
+  /**
+   * The records whose triggers may be written (the flow matcher's: not an erased contact's), asked only of the records
+   * that match a flow: a batch that matches none (most of them, on a shop with a few flows) reads nothing more.
+   */
+  screen: (matching: ValidRecord<MetricEvent>[]) => Promise<ValidRecord<MetricEvent>[]> = async (matching) => matching,
+): Promise<EmittedRecord[]> {
   const candidates: FlowTriggerRecord[] = [];
   // The metric record each trigger comes from: the trigger's record continues its trace (traceparent).
   const causes = new Map<FlowTriggerRecord, BusRecord>();
   // A metric event may be in the log twice (at least once): the first copy wins, also within one batch.
   const seen = new Set<string>();
-  for (const { record, value: m } of records) {
-    for (const flow of index.candidates(m.shop_id, m.metric_name, m.recorded_at)) {
+  const matching: { valid: ValidRecord<MetricEvent>; flows: IndexedFlow[] }[] = [];
+  for (const valid of records) {
+    const m = valid.value;
+    const flows = index.candidates(m.shop_id, m.metric_name, m.recorded_at).filter((flow) => matchFlow(flow.trigger, m));
+    if (flows.length > 0) matching.push({ valid, flows });
+  }
+  if (matching.length === 0) return [];
+  const kept = new Set(await screen(matching.map((x) => x.valid)));
+  for (const { valid, flows } of matching) {
+    if (!kept.has(valid)) continue;
+    const { record, value: m } = valid;
+    for (const flow of flows) {
       const id = triggerId(flow.id, m.id);
-      if (seen.has(id) || !matchFlow(flow.trigger, m)) continue;
+      if (seen.has(id)) continue;
       seen.add(id);
       const candidate: FlowTriggerRecord = {
         id,
