@@ -56,6 +56,11 @@ export interface ConsumeOptions {
    */
   handleBatch(batch: Batch, ctx: BatchContext): Promise<void>;
   /**
+   * How many partitions' batches may be in handleBatch at once (each partition's one after the other). Default 3. A
+   * handler that bounds its own work (a live projection gathers them into a few transactions) takes more.
+   */
+  partitionsAtOnce?: number;
+  /**
    * Told when the consumer stops consuming for a while without dying for good (the client restarts it
    * itself: the broker away, a topic gone) and when it consumes again (joined its group, a round went
    * through). Liveness counts the time between the two (CONSUMER_DEAD_AFTER_MS).

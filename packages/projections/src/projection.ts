@@ -15,6 +15,7 @@ import {
   type BatchTrace,
 } from '@shopstream/bus';
 import { appendMarked, appendToOutbox, HeldRecords, startOutboxRelay, type EmittedRecord, type HoldMarked, type OutboxRelay } from './outbox.js';
+import { gather } from './gather.js';
 
 const handled = counter('shopstream_consumer_records_total', 'Records handled by a consumer group, by outcome.', ['group', 'topic', 'outcome']);
 const deadLetters = counter('shopstream_dead_letters_total', 'Records sent to a dead-letter topic, by source topic.', ['group', 'topic']);
@@ -24,6 +25,17 @@ const behind = counter(
   ['group', 'topic', 'outcome'],
 );
 const batchSeconds = histogram('shopstream_consumer_batch_seconds', 'Time to handle one batch, commit included.', ['group', 'topic']);
+const groupSizes = histogram(
+  'shopstream_projection_transaction_batches',
+  "Partitions' batches applied per transaction by a live projection (several when a fetch brought records of many partitions).",
+  ['group', 'topic'],
+  [1, 2, 3, 4, 6, 8, 12, 16, 24, 32],
+);
+/** A live projection's transactions at once, and the bytes of records past which it merges no more batches into one. */
+export const GROUP_MAX_IN_FLIGHT = 3;
+export const GROUP_MAX_BYTES = 1024 * 1024;
+/** The partitions a live projection's consumer hands over at once (ConsumeOptions.partitionsAtOnce): in effect all. */
+const LIVE_PARTITIONS_AT_ONCE = 256;
 /** How often a live projection reads its lag into shopstream_consumer_lag, unless told otherwise (lagIntervalMs). */
 export const LAG_INTERVAL_MS = 5_000;
 const lagGauge = gauge('shopstream_consumer_lag', 'Records in the log not yet committed by the group, per partition.', ['group', 'topic', 'partition']);
@@ -199,6 +211,18 @@ export interface BatchOutcome {
   emitted: number;
 }
 
+/** A batch's records that the schema accepts, and the rest with the reason. */
+function parseBatch<T>(def: Pick<ProjectionDefinition<T>, 'schema'>, batch: Batch): { valid: ValidRecord<T>[]; bad: Rejected[] } {
+  const valid: ValidRecord<T>[] = [];
+  const bad: Rejected[] = [];
+  for (const record of batch.records) {
+    const p = parseRecord(def.schema, record);
+    if (p.ok) valid.push({ record, value: p.value });
+    else bad.push({ record, reason: p.reason });
+  }
+  return { valid, bad };
+}
+
 /**
  * Applies one batch of one partition: valid records not applied yet, in one transaction that also moves the
  * checkpoint (compare-and-set), so a record delivered twice is applied once. Records that fail the schema,
@@ -214,13 +238,7 @@ export async function applyBatch<T>(
   log: Logger,
   expectedFrom?: bigint,
 ): Promise<BatchOutcome> {
-  const valid: ValidRecord<T>[] = [];
-  const bad: Rejected[] = [];
-  for (const record of batch.records) {
-    const p = parseRecord(def.schema, record);
-    if (p.ok) valid.push({ record, value: p.value });
-    else bad.push({ record, reason: p.reason });
-  }
+  const { valid, bad } = parseBatch(def, batch);
   await mode.reject(bad);
   const trace =
     tracingEnabled() && valid.length > 0
@@ -270,6 +288,83 @@ export async function moveCheckpoint(tx: Queryable, group: string, batch: Pick<B
 }
 
 /**
+ * moveCheckpoint for several partitions of one topic in one statement: the checkpoints as they were (-1 for a
+ * partition without one), by partition. The rows are locked in partition order, so two transactions that move
+ * overlapping partitions (two processes during a rebalance) wait on each other instead of deadlocking.
+ */
+export async function moveCheckpoints(tx: Queryable, group: string, topic: string, moves: { partition: number; next: bigint }[]): Promise<Map<number, bigint>> {
+  const sorted = [...moves].sort((a, b) => a.partition - b.partition);
+  const rows = await tx.query(sql`
+    WITH prev AS (
+      SELECT partition, next_offset FROM projection_offsets
+      WHERE group_id = ${group} AND topic = ${topic} AND partition = ANY(${sorted.map((m) => m.partition)}::int[])
+      ORDER BY partition FOR UPDATE
+    ), moved AS (
+      INSERT INTO projection_offsets (group_id, topic, partition, next_offset, updated_at)
+      SELECT ${group}, ${topic}, m.partition, m.next_offset, now()
+      FROM unnest(${sorted.map((m) => m.partition)}::int[], ${sorted.map((m) => m.next.toString())}::bigint[]) AS m(partition, next_offset),
+        (SELECT count(*) FROM prev) AS after_prev
+      ORDER BY m.partition
+      ON CONFLICT (group_id, topic, partition)
+      DO UPDATE SET next_offset = GREATEST(projection_offsets.next_offset, EXCLUDED.next_offset), updated_at = now()
+    )
+    SELECT partition, next_offset FROM prev`);
+  const was = new Map<number, bigint>(sorted.map((m) => [m.partition, -1n]));
+  for (const r of rows) was.set(Number(r.partition), BigInt(r.next_offset as string));
+  return was;
+}
+
+/** One partition's batch in a transaction of several (applyGroup): its valid records, and where this process last moved its checkpoint. */
+export interface GroupItem<T> {
+  batch: Batch;
+  valid: ValidRecord<T>[];
+  expectedFrom?: bigint;
+}
+
+/**
+ * Applies the valid records of batches of different partitions of one topic in one transaction: one checkpoint
+ * statement for all (moveCheckpoints), one apply of the records not applied yet (each shop's records are in one
+ * partition, so their order holds), one outbox append. At a moderate rate a fetch brings a few records for each of
+ * many partitions, and a transaction each cost a dozen round trips per handful of records. Returns each batch's
+ * outcome, in `items`' order; the records emitted are counted in the last one's. Throws CheckpointLost (for the
+ * first partition found behind) or the database's error and applies nothing: the caller then applies each batch
+ * on its own (applyValid), which handles both.
+ */
+export async function applyGroup<T>(
+  def: ProjectionDefinition<T>,
+  logic: ProjectionLogic<T>,
+  db: Db,
+  mode: ApplyMode,
+  items: GroupItem<T>[],
+): Promise<BatchOutcome[]> {
+  const all = items.flatMap((i) => i.valid);
+  if (logic.prepare && all.length > 0) await logic.prepare(all);
+  const topic = items[0].batch.topic;
+  return db.tx(async (tx) => {
+    if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
+    const moves = items.map((i) => ({ partition: i.batch.partition, next: BigInt(i.batch.records[i.batch.records.length - 1].offset) + 1n }));
+    const from = await moveCheckpoints(tx, mode.checkpointGroup, topic, moves);
+    const fresh: ValidRecord<T>[] = [];
+    const outcomes = items.map((i): BatchOutcome => {
+      const at = from.get(i.batch.partition) ?? -1n;
+      if (i.expectedFrom !== undefined && at < i.expectedFrom) throw new CheckpointLost(i.batch.partition, at, i.expectedFrom);
+      const f = i.valid.filter((v) => BigInt(v.record.offset) >= at);
+      for (const v of f) fresh.push(v);
+      return { applied: f.length, duplicates: i.valid.length - f.length, rejected: 0, emitted: 0 };
+    });
+    if (fresh.length > 0) {
+      const emitted = withTraceContext(await logic.apply(tx, fresh), undefined);
+      if (mode.emit) {
+        const out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
+        await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
+        outcomes[outcomes.length - 1].emitted = out.length;
+      }
+    }
+    return outcomes;
+  });
+}
+
+/**
  * The projection's checkpoint of the batch's partition: the next offset to apply, or null when it has none. A
  * partition assigned to a member resumes at the group's committed position in the log, committed after the
  * checkpoint's transaction: the two agree, or the checkpoint is ahead (a crash between the two commits; the records
@@ -282,8 +377,8 @@ export const checkpointOf = (q: Queryable, group: string, batch: Pick<Batch, 'to
     BigInt(r.next_offset as string),
   );
 
-/** applyBatch for the valid records of the batch. */
-async function applyValid<T>(
+/** applyBatch for the valid records of the batch (their rejected ones already sent on). */
+export async function applyValid<T>(
   def: ProjectionDefinition<T>,
   logic: ProjectionLogic<T>,
   db: Db,
@@ -481,12 +576,54 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
     ctx.rewind(next.offset);
     return true;
   };
+  /**
+   * The batches of different partitions handed over together go in one transaction (applyGroup): at most
+   * GROUP_MAX_IN_FLIGHT transactions at once, as many as the partitions the consumers used to handle at once, and
+   * batches merged only up to GROUP_MAX_BYTES, so a backlog's full batches still run side by side. A group whose
+   * transaction fails (a checkpoint found behind, a record the database refuses, a lost connection) applies each
+   * of its batches on its own, which handles each case as a lone batch does. With tracing on each batch keeps its
+   * own transaction and span.
+   */
+  const groups = gather<GroupItem<T>, BatchOutcome>({
+    maxInFlight: GROUP_MAX_IN_FLIGHT,
+    maxWeight: GROUP_MAX_BYTES,
+    weight: (i) => i.batch.records.reduce((n, r) => n + r.value.length, 0),
+    async run(items, done) {
+      const alone = (i: GroupItem<T>) => applyValid(def, logic, o.db, mode, i.batch, i.valid, log, undefined, i.expectedFrom);
+      if (items.length > 1) {
+        try {
+          const outcomes = await applyGroup(def, logic, o.db, mode, items);
+          groupSizes.observe({ group: groupId, topic }, items.length);
+          outcomes.forEach((r, k) => done(k, Promise.resolve(r)));
+          return;
+        } catch (e) {
+          log.debug({ err: e, partitions: items.map((i) => i.batch.partition) }, 'a transaction of several batches failed: applying each on its own');
+        }
+      } else groupSizes.observe({ group: groupId, topic }, 1);
+      // One at a time: the group's transactions never outnumber GROUP_MAX_IN_FLIGHT.
+      for (const [k, i] of items.entries()) {
+        const r = alone(i);
+        done(k, r);
+        await r.catch(() => {});
+      }
+    },
+  });
+  /** applyBatch, through a group when tracing is off. */
+  const applyGathered = async (batch: Batch, expectedFrom: bigint | undefined): Promise<BatchOutcome> => {
+    if (tracingEnabled()) return applyBatch(def, logic, o.db, mode, batch, log, expectedFrom);
+    const { valid, bad } = parseBatch(def, batch);
+    await mode.reject(bad);
+    const r = await groups.submit({ batch, valid, expectedFrom });
+    return { ...r, rejected: r.rejected + bad.length };
+  };
   const sub = await superviseConsumer(
     o.bus,
     {
       groupId,
       topics: [topic],
       fromBeginning: true,
+      // Every partition at once: the groups above bound the transactions.
+      partitionsAtOnce: LIVE_PARTITIONS_AT_ONCE,
       handleBatch: async (batch, ctx) => {
         // The first batch of a partition assigned here starts at the log's committed position: when the checkpoint
         // is behind it (checkpointOf) and the log still holds records between, they are delivered again first.
@@ -497,7 +634,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
         const end = batchSeconds.startTimer({ group: groupId, topic });
         let r;
         try {
-          r = await applyBatch(def, logic, o.db, mode, batch, log, movedTo.get(batch.partition));
+          r = await applyGathered(batch, movedTo.get(batch.partition));
         } catch (e) {
           if (!(e instanceof CheckpointLost)) throw e;
           // PostgreSQL lost batches this process had committed (their records are past the consumer's place in the

@@ -90,7 +90,7 @@ export function kafkajsConsumers(kafka: Kafka, opts: Pick<KafkaBusBaseOptions, '
         autoCommit: false,
         eachBatchAutoResolve: false,
         // Partitions are independent (order is promised per key only): overlap their database round trips.
-        partitionsConsumedConcurrently: 3,
+        partitionsConsumedConcurrently: Math.max(1, o.partitionsAtOnce ?? 3),
         eachBatch: async ({ batch, heartbeat, isRunning, isStale, resolveOffset }) => {
           if (batch.messages.length === 0 || !isRunning() || isStale()) return;
           const records = batch.messages.map((m) => toRecord(batch.topic, batch.partition, m));

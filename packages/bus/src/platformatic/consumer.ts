@@ -16,7 +16,7 @@ const MAX_QUEUED_RECORDS = 10_000;
  * transaction stays as long as there, and a consumer killed mid-stream leaves work behind as it would there.
  */
 const MAX_BATCH_BYTES = 1024 * 1024;
-/** Partitions handled at once by one subscription, as kafkajs' partitionsConsumedConcurrently in kafkajs/consumer.ts. */
+/** Partitions handled at once by one subscription unless ConsumeOptions.partitionsAtOnce says, as kafkajs' partitionsConsumedConcurrently in kafkajs/consumer.ts. */
 const PARTITIONS_AT_ONCE = 3;
 
 /** The consumers of a @platformatic/kafka bus: consume, and close for the bus's close. */
@@ -52,7 +52,7 @@ export function platformaticConsumers(
    * A consumer group member handing batches of records, per partition, to o.handleBatch.
    *
    * The client's message stream yields records one at a time; they are queued per partition and handed over
-   * as batches of at most MAX_BATCH_BYTES, in order (up to PARTITIONS_AT_ONCE partitions at once). A batch's
+   * as batches of at most MAX_BATCH_BYTES, in order (up to o.partitionsAtOnce, else PARTITIONS_AT_ONCE, partitions at once). A batch's
    * position is committed once its handler resolved. A handler that throws gets the same batch again, from
    * its first record, after 500 ms: the records stay queued, never committed.
    *
@@ -109,7 +109,7 @@ export function platformaticConsumers(
     let queued = 0;
     let stream: MessagesStream<Buffer, Buffer, Buffer, Buffer> | null = null;
     const workers = new Set<Promise<void>>();
-    let slots = PARTITIONS_AT_ONCE;
+    let slots = Math.max(1, o.partitionsAtOnce ?? PARTITIONS_AT_ONCE);
     const slotWaiters: (() => void)[] = [];
     const acquire = async () => {
       while (slots === 0) await new Promise<void>((r) => slotWaiters.push(r));
