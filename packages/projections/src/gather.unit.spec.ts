@@ -24,6 +24,10 @@ function recorded(maxInFlight: number, maxWeight: number) {
 }
 /** Until the gatherer's next turn (setImmediate) has run. */
 const turn = () => new Promise<void>((r) => setImmediate(r));
+/** Turns of the event loop until `done` holds (a group ending schedules the next one a few promise steps later). */
+async function turnsUntil(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 20 && !done(); i++) await turn();
+}
 
 describe('gather (work handed over in one turn, run as groups)', () => {
   it('runs what is submitted in one turn as one group, and each item gets its own result', async () => {
@@ -53,7 +57,7 @@ describe('gather (work handed over in one turn, run as groups)', () => {
     expect(runs.map((r) => r.items)).toEqual([[1]]);
     runs[0].end();
     expect(await first).toBe('done 1');
-    await turn();
+    await turnsUntil(() => runs.length === 2);
     expect(runs.map((r) => r.items)).toEqual([[1], [2, 3]]);
     runs[1].end();
     expect(await Promise.all(later)).toEqual(['done 2', 'done 3']);
@@ -66,7 +70,7 @@ describe('gather (work handed over in one turn, run as groups)', () => {
     const next = g.submit(3);
     runs[0].end(new Error('the database went away'));
     for (const f of failed) await expect(f).rejects.toThrow('the database went away');
-    await turn();
+    await turnsUntil(() => runs.length === 2);
     expect(runs.map((r) => r.items)).toEqual([[1, 2], [3]]);
     runs[1].end();
     expect(await next).toBe('done 3');

@@ -66,7 +66,7 @@ describe('applyGroup (the batches of several partitions in one transaction)', ()
     const applies: number[][] = [];
     const def = probe(topic, applies);
     const logic = await def.open({ db, logger, topics: topicNames('') });
-    const first = await applyGroup(def, logic, db, mode, [item(0, 0, [1, 2]), item(3, 0, [30]), item(1, 0, [10, 11, 12])]);
+    const first = await applyGroup(logic, db, mode, [item(0, 0, [1, 2]), item(3, 0, [30]), item(1, 0, [10, 11, 12])]);
     expect(first.map((o) => [o.applied, o.duplicates])).toEqual([
       [2, 0],
       [1, 0],
@@ -76,7 +76,7 @@ describe('applyGroup (the batches of several partitions in one transaction)', ()
     expect(await checkpoints(group, topic)).toEqual({ 0: 2, 1: 3, 3: 1 });
 
     // Delivered again from offset 1 of partition 0 with a new record, and partition 1 again whole: only new records apply.
-    const again = await applyGroup(def, logic, db, mode, [item(0, 1, [2, 3]), item(1, 0, [10, 11, 12])]);
+    const again = await applyGroup(logic, db, mode, [item(0, 1, [2, 3]), item(1, 0, [10, 11, 12])]);
     expect(again.map((o) => [o.applied, o.duplicates])).toEqual([
       [1, 1],
       [0, 3],
@@ -89,7 +89,7 @@ describe('applyGroup (the batches of several partitions in one transaction)', ()
     const applies: number[][] = [];
     const def = probe(`${topic}-lost`, applies);
     const logic = await def.open({ db, logger, topics: topicNames('') });
-    const lost = applyGroup(def, logic, db, { ...mode, checkpointGroup: `${group}-lost` }, [item(0, 0, [1]), item(1, 5, [2], 9n)]);
+    const lost = applyGroup(logic, db, { ...mode, checkpointGroup: `${group}-lost` }, [item(0, 0, [1]), item(1, 5, [2], 9n)]);
     await expect(lost).rejects.toBeInstanceOf(CheckpointLost);
     await expect(lost).rejects.toMatchObject({ partition: 1, checkpoint: -1n, expected: 9n });
     expect(await applied(`${topic}-lost`)).toEqual([]);

@@ -314,6 +314,30 @@ export async function moveCheckpoints(tx: Queryable, group: string, topic: strin
   return was;
 }
 
+/** In a rebuild, the transaction's unqualified table names resolve to the new generation's tables (ApplyMode.searchPath). */
+async function useSearchPath(tx: Queryable, mode: ApplyMode): Promise<void> {
+  if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
+}
+
+/**
+ * Applies records not applied yet in the caller's transaction and appends what they emit to the outbox (when the
+ * mode emits): how many records went to the outbox.
+ */
+async function applyFresh<T>(
+  tx: Queryable,
+  logic: ProjectionLogic<T>,
+  mode: ApplyMode,
+  fresh: ValidRecord<T>[],
+  trace: BatchTrace | undefined,
+): Promise<number> {
+  if (fresh.length === 0) return 0;
+  const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
+  if (!mode.emit) return 0;
+  const out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
+  await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
+  return out.length;
+}
+
 /** One partition's batch in a transaction of several (applyGroup): its valid records, and where this process last moved its checkpoint. */
 export interface GroupItem<T> {
   batch: Batch;
@@ -330,18 +354,12 @@ export interface GroupItem<T> {
  * first partition found behind) or the database's error and applies nothing: the caller then applies each batch
  * on its own (applyValid), which handles both.
  */
-export async function applyGroup<T>(
-  def: ProjectionDefinition<T>,
-  logic: ProjectionLogic<T>,
-  db: Db,
-  mode: ApplyMode,
-  items: GroupItem<T>[],
-): Promise<BatchOutcome[]> {
+export async function applyGroup<T>(logic: ProjectionLogic<T>, db: Db, mode: ApplyMode, items: GroupItem<T>[]): Promise<BatchOutcome[]> {
   const all = items.flatMap((i) => i.valid);
   if (logic.prepare && all.length > 0) await logic.prepare(all);
   const topic = items[0].batch.topic;
   return db.tx(async (tx) => {
-    if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
+    await useSearchPath(tx, mode);
     const moves = items.map((i) => ({ partition: i.batch.partition, next: BigInt(i.batch.records[i.batch.records.length - 1].offset) + 1n }));
     const from = await moveCheckpoints(tx, mode.checkpointGroup, topic, moves);
     const fresh: ValidRecord<T>[] = [];
@@ -352,14 +370,7 @@ export async function applyGroup<T>(
       for (const v of f) fresh.push(v);
       return { applied: f.length, duplicates: i.valid.length - f.length, rejected: 0, emitted: 0 };
     });
-    if (fresh.length > 0) {
-      const emitted = withTraceContext(await logic.apply(tx, fresh), undefined);
-      if (mode.emit) {
-        const out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
-        await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
-        outcomes[outcomes.length - 1].emitted = out.length;
-      }
-    }
+    outcomes[outcomes.length - 1].emitted = await applyFresh(tx, logic, mode, fresh, undefined);
     return outcomes;
   });
 }
@@ -397,19 +408,11 @@ export async function applyValid<T>(
    */
   const commit = (records: ValidRecord<T>[], next: bigint, expected?: bigint) =>
     db.tx(async (tx) => {
-      if (mode.searchPath) await tx.query(sql`SET LOCAL search_path TO ${sql.ident(mode.searchPath)}, public`);
+      await useSearchPath(tx, mode);
       const from = await moveCheckpoint(tx, mode.checkpointGroup, batch, next);
       if (expected !== undefined && from < expected) throw new CheckpointLost(batch.partition, from, expected);
       const fresh = records.filter((v) => BigInt(v.record.offset) >= from);
-      let out: EmittedRecord[] = [];
-      if (fresh.length > 0) {
-        const emitted = withTraceContext(await logic.apply(tx, fresh), trace);
-        if (mode.emit) {
-          out = mode.unemitted && emitted.length > 0 ? await mode.unemitted(tx, emitted) : emitted;
-          await (mode.marks ? appendMarked(tx, out, mode.marks.name, mode.marks.hold) : appendToOutbox(tx, out));
-        }
-      }
-      return { applied: fresh.length, emitted: out.length };
+      return { applied: fresh.length, emitted: await applyFresh(tx, logic, mode, fresh, trace) };
     });
 
   const lastOffset = BigInt(batch.records[batch.records.length - 1].offset);
@@ -592,7 +595,7 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
       const alone = (i: GroupItem<T>) => applyValid(def, logic, o.db, mode, i.batch, i.valid, log, undefined, i.expectedFrom);
       if (items.length > 1) {
         try {
-          const outcomes = await applyGroup(def, logic, o.db, mode, items);
+          const outcomes = await applyGroup(logic, o.db, mode, items);
           groupSizes.observe({ group: groupId, topic }, items.length);
           outcomes.forEach((r, k) => done(k, Promise.resolve(r)));
           return;
