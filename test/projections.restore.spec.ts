@@ -167,4 +167,32 @@ describe.each(adapters)('a projection whose PostgreSQL lost committed work (%s)'
       await p.stop();
     }
   }, 240_000);
+
+  it('sends a record that fails the schema to the dead letters once when its batch finds the checkpoint behind and the records between gone', async () => {
+    const p = await run();
+    try {
+      const base = await checkpoint();
+      await send(14);
+      await waitFor(async () => (await applied()).includes(14), { timeoutMs: 60_000, message: 'record 14 applied' });
+      // A failover lost the last batch, and retention has removed every record the log held: the next batch finds
+      // the checkpoint behind where this process moved it, with nothing to deliver again, and is applied as it came.
+      const end = (await bus.offsets(topic)).find((o) => o.partition === 0)!.high;
+      await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: end }] });
+      await db.query(sql`DELETE FROM probe_applied WHERE n > 13`);
+      await db.query(sql`UPDATE projection_offsets SET next_offset = ${base} WHERE group_id = ${group} AND topic = ${topic}`);
+      await bus.publish(topic, [
+        { key: 'shop', value: JSON.stringify({ n: 'not a number' }), headers: {} },
+        { key: 'shop', value: JSON.stringify({ n: 15 }), headers: {} },
+      ]);
+      await waitFor(async () => (await applied()).includes(15), { timeoutMs: 60_000, message: 'record 15 applied' });
+      expect(await behind()).toEqual({ rewound: 3, gone: 2 });
+      expect(await applied()).toEqual([1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 15]);
+      // Sent before the batch's transaction, which then found the checkpoint behind: the batch applied again
+      // sends it no second time.
+      const dead = await bus.read(`${topic}.dlq`);
+      expect(dead.map((d) => d.value.toString())).toEqual([JSON.stringify({ n: 'not a number' })]);
+    } finally {
+      await p.stop();
+    }
+  }, 240_000);
 });

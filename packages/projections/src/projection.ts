@@ -212,7 +212,13 @@ export interface BatchOutcome {
 }
 
 /** A batch's records that the schema accepts, and the rest with the reason. */
-function parseBatch<T>(def: Pick<ProjectionDefinition<T>, 'schema'>, batch: Batch): { valid: ValidRecord<T>[]; bad: Rejected[] } {
+export interface ParsedBatch<T> {
+  valid: ValidRecord<T>[];
+  bad: Rejected[];
+}
+
+/** Parses each record of the batch with the projection's schema. */
+function parseBatch<T>(def: Pick<ProjectionDefinition<T>, 'schema'>, batch: Batch): ParsedBatch<T> {
   const valid: ValidRecord<T>[] = [];
   const bad: Rejected[] = [];
   for (const record of batch.records) {
@@ -237,9 +243,11 @@ export async function applyBatch<T>(
   batch: Batch,
   log: Logger,
   expectedFrom?: bigint,
+  /** The batch parsed already, its bad records rejected already (a batch applied again after CheckpointLost). */
+  parsed?: ParsedBatch<T>,
 ): Promise<BatchOutcome> {
-  const { valid, bad } = parseBatch(def, batch);
-  await mode.reject(bad);
+  const { valid, bad } = parsed ?? parseBatch(def, batch);
+  if (!parsed) await mode.reject(bad);
   const trace =
     tracingEnabled() && valid.length > 0
       ? traceBatch(
@@ -611,13 +619,11 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
       }
     },
   });
-  /** applyBatch, through a group when tracing is off. */
-  const applyGathered = async (batch: Batch, expectedFrom: bigint | undefined): Promise<BatchOutcome> => {
-    if (tracingEnabled()) return applyBatch(def, logic, o.db, mode, batch, log, expectedFrom);
-    const { valid, bad } = parseBatch(def, batch);
-    await mode.reject(bad);
-    const r = await groups.submit({ batch, valid, expectedFrom });
-    return { ...r, rejected: r.rejected + bad.length };
+  /** applyBatch for a batch parsed (its bad records rejected) already, through a group when tracing is off. */
+  const applyGathered = async (batch: Batch, parsed: ParsedBatch<T>, expectedFrom: bigint | undefined): Promise<BatchOutcome> => {
+    if (tracingEnabled()) return applyBatch(def, logic, o.db, mode, batch, log, expectedFrom, parsed);
+    const r = await groups.submit({ batch, valid: parsed.valid, expectedFrom });
+    return { ...r, rejected: r.rejected + parsed.bad.length };
   };
   const sub = await superviseConsumer(
     o.bus,
@@ -635,16 +641,19 @@ export async function runLiveProjection<T>(def: ProjectionDefinition<T>, o: Live
           if (await resumesBehind(batch, ctx)) return;
         }
         const end = batchSeconds.startTimer({ group: groupId, topic });
+        // Parsed, and its bad records sent to the dead letters, once: the batch applied again below sends none twice.
+        const parsed = parseBatch(def, batch);
+        await mode.reject(parsed.bad);
         let r;
         try {
-          r = await applyGathered(batch, movedTo.get(batch.partition));
+          r = await applyGathered(batch, parsed, movedTo.get(batch.partition));
         } catch (e) {
           if (!(e instanceof CheckpointLost)) throw e;
           // PostgreSQL lost batches this process had committed (their records are past the consumer's place in the
           // log): from the checkpoint again when the log still holds records between, else on from here.
           movedTo.delete(batch.partition);
           if (await resumesBehind(batch, ctx)) return;
-          r = await applyBatch(def, logic, o.db, mode, batch, log);
+          r = await applyBatch(def, logic, o.db, mode, batch, log, undefined, parsed);
         }
         movedTo.set(batch.partition, BigInt(batch.records[batch.records.length - 1].offset) + 1n);
         // Not awaited: the next batch's Postgres work overlaps this one's Kafka round trips; the records are
