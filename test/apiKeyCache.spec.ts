@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '@shopstream/db';
-import { ApiKeyStore, createBaseApp, FailedAuthLimiter, finishApp, listen, requireAuth, type RunningServer } from '@shopstream/http';
+import { sql, type Db } from '@shopstream/db';
+import { ApiKeyStore, createBaseApp, newSecret, FailedAuthLimiter, finishApp, listen, requireAuth, type RunningServer } from '@shopstream/http';
 import { addressKey } from '../packages/http/src/authFailures.js';
 import type { Runtime } from '@shopstream/runtime';
 import { createTestShop, startTestRuntime } from '@shopstream/harness';
@@ -109,6 +109,19 @@ describe('secrets that cost no query', () => {
     const unknown = await Promise.all(Array.from({ length: 50 }, () => store.resolve(bogus('concurrent', 1))));
     expect(unknown.every((k) => k === null)).toBe(true);
     expect(c.queries()).toBe(2);
+  });
+
+  it('finds a key stored as the SHA-256 of its secret, as every version has stored them', async () => {
+    const shop = await createTestShop(rt);
+    const secret = newSecret();
+    const id = randomUUID();
+    await rt.db.query(
+      sql`INSERT INTO api_keys (id, name, secret_hash) VALUES (${id}, 'stored before', ${createHash('sha256').update(secret, 'utf8').digest()})`,
+    );
+    await rt.db.query(sql`INSERT INTO api_key_shops (api_key_id, shop_id) VALUES (${id}, ${shop.shopId})`);
+    const key = await new ApiKeyStore(rt.db, 60_000).resolve(secret);
+    expect(key?.id).toBe(id);
+    expect(key?.shops.has(shop.shopId)).toBe(true);
   });
 });
 

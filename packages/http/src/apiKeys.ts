@@ -1,4 +1,5 @@
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import * as crypto from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { isUuid } from '@shopstream/contracts';
 import { isDatabaseUnavailable, queryRows, sql, type Db, type Row } from '@shopstream/db';
 import type { FailedAuthLimiter } from './authFailures.js';
@@ -26,7 +27,15 @@ const apiKeyRow = (r: Row): ApiKeyInfo => ({
   revoked_at: r.revoked_at ? iso(r.revoked_at) : null,
 });
 
-const hashOf = (secret: string): Buffer => createHash('sha256').update(secret, 'utf8').digest();
+/**
+ * The SHA-256 of a secret, as hex: node:crypto's one-shot `hash` where the Node has it (20.12 on), a fifth of what a
+ * Hash object costs for a key's 47 characters (each request hashes its key).
+ */
+const hexHashOf: (secret: string) => string =
+  typeof crypto.hash === 'function'
+    ? (secret) => crypto.hash('sha256', secret, 'hex')
+    : (secret) => crypto.createHash('sha256').update(secret, 'utf8').digest('hex');
+const hashOf = (secret: string): Buffer => Buffer.from(hexHashOf(secret), 'hex');
 
 /** A new secret: 32 random bytes, with a prefix that secret scanners and people recognise. */
 export const newSecret = (): string => `ssk_${randomBytes(32).toString('base64url')}`;
@@ -103,8 +112,7 @@ export class ApiKeyStore {
    * be no key (not of a key's shape, or cached as unknown), undefined when the cache does not know (then ask
    * `resolve`). For a path that must not wait.
    */
-  cached(secret: string): ResolvedKey | null | undefined {
-    const cacheKey = this.shapedHash(secret);
+  cached(secret: string, cacheKey = this.hashed(secret)): ResolvedKey | null | undefined {
     if (cacheKey === null) return null;
     const now = Date.now();
     const known = this.cache.get(cacheKey);
@@ -117,8 +125,7 @@ export class ApiKeyStore {
    * True when this secret was a live key at its last look-up here, even if that answer has expired: its
    * refresh is a query a valid caller needs, which a limit on failed look-ups must not refuse.
    */
-  wasKnown(secret: string): boolean {
-    const cacheKey = this.shapedHash(secret);
+  wasKnown(secret: string, cacheKey = this.hashed(secret)): boolean {
     return cacheKey !== null && this.cache.has(cacheKey);
   }
 
@@ -130,8 +137,7 @@ export class ApiKeyStore {
    * from the cache (a revocation then takes effect once the database answers again), so producers keep going
    * through an outage; an unknown secret is then a 503, as anything else needing the database.
    */
-  async resolve(secret: string): Promise<ResolvedKey | null> {
-    const cacheKey = this.shapedHash(secret);
+  async resolve(secret: string, cacheKey = this.hashed(secret)): Promise<ResolvedKey | null> {
     if (cacheKey === null) return null;
     const now = Date.now();
     const known = this.cache.get(cacheKey);
@@ -145,12 +151,15 @@ export class ApiKeyStore {
     return lookUp;
   }
 
-  /** The hash of a secret, as hex, or null when the secret cannot be a key here (no query needed to say so). */
-  private shapedHash(secret: string): string | null {
+  /**
+   * The hash of a secret, as hex, or null when the secret cannot be a key here (no query needed to say so): what
+   * `cached`, `wasKnown` and `resolve` take, so that a caller asking several of them about a secret hashes it once.
+   */
+  hashed(secret: string): string | null {
     // The length first: a 16 KiB header is not worth hashing to learn it is no key.
     if (secret.length > MAX_SECRET_LENGTH) return null;
-    const cacheKey = hashOf(secret).toString('hex');
-    return SECRET_SHAPE.test(secret) || this.otherShapes.has(cacheKey) ? cacheKey : null;
+    const hash = hexHashOf(secret);
+    return SECRET_SHAPE.test(secret) || this.otherShapes.has(hash) ? hash : null;
   }
 
   private async lookUp(cacheKey: string): Promise<ResolvedKey | null> {

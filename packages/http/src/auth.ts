@@ -32,12 +32,13 @@ const limitedAddress = (wait: number) =>
  * For a shed handler, before the router (see ingest-api's shedUnknownKeys).
  */
 export function refusalAtOnce(keys: ApiKeyStore, secret: string, address: string | undefined): ApiError | undefined {
-  const key = keys.cached(secret);
+  const hashed = keys.hashed(secret);
+  const key = keys.cached(secret, hashed);
   if (key === null) {
     refused.inc({ reason: 'unknown' });
     return unknownKey();
   }
-  if (key !== undefined || address === undefined || !keys.failures || keys.wasKnown(secret)) return undefined;
+  if (key !== undefined || address === undefined || !keys.failures || keys.wasKnown(secret, hashed)) return undefined;
   const wait = keys.failures.retryAfterSeconds(address);
   if (wait === 0) return undefined;
   refused.inc({ reason: 'limited' });
@@ -57,17 +58,18 @@ export function requireAuth(keys: ApiKeyStore): RequestHandler {
       refused.inc({ reason: 'malformed' });
       return next(new ApiError('unauthorized', 'Send your API key as Authorization: Bearer <key>.', { authorization: 'Missing or malformed.' }));
     }
-    let key = keys.cached(secret);
+    const hashed = keys.hashed(secret);
+    let key = keys.cached(secret, hashed);
     if (key === undefined) {
       // A key that worked here before is refreshed whatever the address did: it is the valid caller's query.
       const address = req.ip ?? req.socket.remoteAddress ?? '';
-      const failures = keys.wasKnown(secret) ? undefined : keys.failures;
+      const failures = keys.wasKnown(secret, hashed) ? undefined : keys.failures;
       const wait = failures ? failures.take(address) : 0;
       if (wait > 0) {
         refused.inc({ reason: 'limited' });
         return next(limitedAddress(wait));
       }
-      key = await keys.resolve(secret);
+      key = await keys.resolve(secret, hashed);
       if (key && failures) failures.succeeded(address);
     }
     if (!key) {

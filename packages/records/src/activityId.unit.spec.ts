@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { activityId, activityKey } from './activityId.js';
+import { v5 as uuidv5 } from 'uuid';
 
 const shop = '5b0c6b7e-2f7a-4c1e-9a57-0d7f1f0b2a11';
 const metric = { metric_name: 'placed_order' };
@@ -30,6 +31,12 @@ describe('activityId', () => {
     expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     expect(activityId(shop, key)).toBe(id);
     expect(activityId('0e1d9a43-8f0e-4d5b-bb6b-3c1e2b7b9c01', key)).not.toBe(id);
+  });
+
+  it("is uuid's v5 of the key in the shop's namespace, byte for byte: the ids of records written by every earlier version", () => {
+    for (const key of ['["remote","","o-1"]', '["dedupe","Placed Order","ключ-🛒"]', '["remote","shopify","' + 'x'.repeat(2_000) + '"]']) {
+      expect(activityId(shop, key)).toBe(uuidv5(key, shop));
+    }
   });
 
   it('is a new UUIDv7 for an unkeyed event', () => {
