@@ -28,8 +28,8 @@ const apiKeyRow = (r: Row): ApiKeyInfo => ({
 });
 
 /**
- * The SHA-256 of a secret, as hex: node:crypto's one-shot `hash` where the Node has it (20.12 on), a fifth of what a
- * Hash object costs for a key's 47 characters (each request hashes its key).
+ * The SHA-256 of a secret, as hex: node:crypto's one-shot `hash` where the Node has it (20.12 on), about a sixth of
+ * what a Hash object costs for a key's 47 characters (each request hashes its key).
  */
 const hexHashOf: (secret: string) => string =
   typeof crypto.hash === 'function'
