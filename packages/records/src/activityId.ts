@@ -1,4 +1,4 @@
-import * as crypto from 'node:crypto';
+import { hash } from 'node:crypto';
 import { v7 as uuidv7 } from 'uuid';
 import type { EventInput } from '@shopstream/contracts';
 
@@ -21,12 +21,6 @@ export function activityId(shopId: string, key: string | null): string {
   return key === null ? uuidv7() : uuidV5(key, shopId);
 }
 
-/** SHA-1 of the namespace bytes then the name: node:crypto's one-shot `hash` where the Node has it (20.12 on), no Hash object per event. */
-const sha1: (ns: Buffer, name: string) => Buffer =
-  typeof crypto.hash === 'function'
-    ? (ns, name) => crypto.hash('sha1', Buffer.concat([ns, Buffer.from(name, 'utf8')]), 'buffer')
-    : (ns, name) => crypto.createHash('sha1').update(ns).update(name, 'utf8').digest();
-
 // The shop's namespace bytes, parsed once per shop rather than once per event as uuid's v5 does.
 const namespaces = new Map<string, Buffer>();
 
@@ -39,7 +33,8 @@ function uuidV5(name: string, namespace: string): string {
     if (namespaces.size >= 10_000) namespaces.clear();
     namespaces.set(namespace, ns);
   }
-  const h = sha1(ns, name);
+  // node:crypto's one-shot hash: no Hash object per event.
+  const h = hash('sha1', Buffer.concat([ns, Buffer.from(name, 'utf8')]), 'buffer');
   h[6] = (h[6] & 0x0f) | 0x50;
   h[8] = (h[8] & 0x3f) | 0x80;
   const x = h.toString('hex', 0, 16);
