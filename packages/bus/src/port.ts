@@ -57,8 +57,8 @@ export interface ConsumeOptions {
   handleBatch(batch: Batch, ctx: BatchContext): Promise<void>;
   /**
    * How many partitions' batches may be in handleBatch at once (each partition's one after the other). Default 3. A
-   * handler that bounds its own work (a live projection gathers them into a few transactions) takes more. The Kafka
-   * adapters follow it; the Postgres-log bus hands over one batch at a time whatever it says.
+   * handler that bounds its own work (a live projection gathers them into a few transactions) takes more. Every adapter
+   * follows it, the Postgres-log bus on PGlite excepted (one connection: one batch at a time there).
    */
   partitionsAtOnce?: number;
   /**

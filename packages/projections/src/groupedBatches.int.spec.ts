@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { connectPostgres, migrate, sql, type Db } from '@shopstream/db';
 import { createLogger } from '@shopstream/telemetry';
 import { createTestDatabase, testInfra, uniquePrefix, waitFor } from '@shopstream/testkit';
-import { createKafkaBus, createPlatformaticKafkaBus, topicNames, type Batch, type Bus, type BusRecord } from '@shopstream/bus';
+import { createKafkaBus, createPgLogBus, createPlatformaticKafkaBus, topicNames, type Batch, type Bus, type BusRecord } from '@shopstream/bus';
 import { applyGroup, CheckpointLost, liveGroupId, runLiveProjection, type ApplyMode, type ProjectionDefinition, type ValidRecord } from './projection.js';
 
 // The batches of several partitions handed over together are applied in one transaction (applyGroup), each
@@ -97,9 +97,14 @@ describe('applyGroup (the batches of several partitions in one transaction)', ()
   }, 60_000);
 });
 
-const adapters: [string, typeof createPlatformaticKafkaBus][] = [
-  ['@platformatic/kafka', createPlatformaticKafkaBus],
-  ['kafkajs', createKafkaBus],
+const kafka = (create: typeof createPlatformaticKafkaBus) => () =>
+  create({ brokers: testInfra().kafkaBrokers, clientId: 'grouped-batches', replicationFactor: 1, logger });
+// The Postgres-log bus of the embedded mode hands over the partitions of one round together too (on a PostgreSQL
+// server; on PGlite, one connection, one at a time).
+const adapters: [string, () => Promise<Bus>][] = [
+  ['@platformatic/kafka', kafka(createPlatformaticKafkaBus)],
+  ['kafkajs', kafka(createKafkaBus)],
+  ['the Postgres-log bus', () => createPgLogBus({ db, logger, trimIntervalMs: 0 })],
 ];
 
 describe.each(adapters)('a live projection on %s', (name, createBus) => {
@@ -107,7 +112,7 @@ describe.each(adapters)('a live projection on %s', (name, createBus) => {
   const topic = `${prefix}grouped`;
   let bus: Bus;
   beforeAll(async () => {
-    bus = await createBus({ brokers: testInfra().kafkaBrokers, clientId: 'grouped-batches', replicationFactor: 1, logger });
+    bus = await createBus();
     await bus.ensureTopics([
       { topic, partitions: 6 },
       { topic: `${topic}.dlq`, partitions: 1 },

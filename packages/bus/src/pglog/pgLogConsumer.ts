@@ -123,17 +123,38 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}`);
   };
 
-  /** Delivers one batch of the partition; false when there was nothing to deliver. */
-  const deliver = async (p: Owned): Promise<boolean> => {
-    const records = await queryRows(
-      db,
-      sql`
-      SELECT "offset", key, value, headers, created_at FROM bus_records
-      WHERE topic = ${p.topic} AND partition = ${p.partition} AND "offset" >= ${p.position.toString()}::bigint
-      ORDER BY "offset" LIMIT ${tuning.batchSize}`,
-      busRecordOf(p.topic, p.partition),
-    );
-    if (records.length === 0) return false;
+  /**
+   * The next batch (up to batchSize records) of each of these partitions, from its position: one query for all of
+   * them, so a round costs a round trip, not one per partition.
+   */
+  const fetchBatches = async (ps: Owned[]): Promise<Map<string, BusRecord[]>> => {
+    const rows = await db.query(sql`
+      SELECT q.topic, q.partition, b."offset", b.key, b.value, b.headers, b.created_at
+      FROM unnest(
+        ${ps.map((p) => p.topic)}::text[], ${ps.map((p) => p.partition)}::integer[], ${ps.map((p) => p.position.toString())}::bigint[]
+      ) AS q(topic, partition, position)
+      CROSS JOIN LATERAL (
+        SELECT r."offset", r.key, r.value, r.headers, r.created_at FROM bus_records r
+        WHERE r.topic = q.topic AND r.partition = q.partition AND r."offset" >= q.position
+        ORDER BY r."offset" LIMIT ${tuning.batchSize}
+      ) b
+      ORDER BY q.topic, q.partition, b."offset"`);
+    const batches = new Map<string, BusRecord[]>();
+    for (const r of rows) {
+      const topic = String(r.topic);
+      const partition = Number(r.partition);
+      const id = idOf(topic, partition);
+      let records = batches.get(id);
+      if (!records) batches.set(id, (records = []));
+      records.push(busRecordOf(topic, partition)(r));
+    }
+    return batches;
+  };
+
+  type Outcome = { p: Owned; next: bigint } | { p: Owned; rewindTo: bigint } | { p: Owned; failed: true };
+
+  /** Hands one batch of the partition to the handler: what its commit is to do. */
+  const handle = async (p: Owned, records: BusRecord[]): Promise<Outcome> => {
     let rewindTo: bigint | null = null;
     const ctx: BatchContext = {
       heartbeat: () => heartbeat(p),
@@ -146,35 +167,59 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     } catch (e) {
       log.warn({ err: e, topic: p.topic, partition: p.partition, offset: records[0].offset }, 'batch handler failed; the batch will be delivered again');
       p.retryAt = Date.now() + tuning.retryBackoffMs;
-      return true;
+      return { p, failed: true };
     }
-    if (rewindTo !== null) {
-      // The group's position goes back to the handler's (a claim reads it again), and the next batch starts there.
-      const to: bigint = rewindTo;
-      log.warn({ topic: p.topic, partition: p.partition, from: records[0].offset, to: String(to) }, 'rewinding the partition');
-      await db.query(sql`
-        UPDATE bus_group_offsets SET next_offset = ${to.toString()}::bigint, updated_at = now()
-        WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}`);
-      p.position = to;
-      return true;
+    if (rewindTo !== null) return { p, rewindTo };
+    return { p, next: BigInt(records[records.length - 1].offset) + 1n };
+  };
+
+  /**
+   * Commits the batches handled: the positions of those that completed in one statement (a partition whose lease
+   * ran out during its batch is left to the member that took it), a rewind on its own.
+   */
+  const commit = async (outcomes: Outcome[]) => {
+    const done: { p: Owned; next: bigint }[] = [];
+    for (const x of outcomes) {
+      if ('next' in x) done.push(x);
+      else if ('rewindTo' in x) {
+        // The group's position goes back to the handler's (a claim reads it again), and the next batch starts there.
+        const { p, rewindTo: to } = x;
+        log.warn({ topic: p.topic, partition: p.partition, from: p.position.toString(), to: String(to) }, 'rewinding the partition');
+        await db.query(sql`
+          UPDATE bus_group_offsets SET next_offset = ${to.toString()}::bigint, updated_at = now()
+          WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}`);
+        p.position = to;
+      }
     }
-    p.resumed = false;
-    const next = BigInt(records[records.length - 1].offset) + 1n;
-    const done = await db.query(sql`
-      UPDATE bus_group_offsets SET next_offset = ${next.toString()}::bigint, lease_until = ${lease}, updated_at = now()
-      WHERE group_id = ${o.groupId} AND topic = ${p.topic} AND partition = ${p.partition} AND owner = ${member}
-      RETURNING 1 AS ok`);
-    if (done.length === 0) {
+    if (done.length === 0) return;
+    const rows = await db.query(sql`
+      UPDATE bus_group_offsets AS g SET next_offset = v.next_offset, lease_until = ${lease}, updated_at = now()
+      FROM unnest(
+        ${done.map((d) => d.p.topic)}::text[], ${done.map((d) => d.p.partition)}::integer[], ${done.map((d) => d.next.toString())}::bigint[]
+      ) AS v(topic, partition, next_offset)
+      WHERE g.group_id = ${o.groupId} AND g.topic = v.topic AND g.partition = v.partition AND g.owner = ${member}
+      RETURNING g.topic, g.partition`);
+    const kept = new Set(rows.map((r) => idOf(String(r.topic), Number(r.partition))));
+    for (const { p, next } of done) {
+      if (kept.has(idOf(p.topic, p.partition))) {
+        p.resumed = false;
+        p.position = next;
+        continue;
+      }
       // Another member took the partition (our lease ran out during the batch): it redelivers from the
       // committed position, which is at least once, never a skip.
       log.warn({ topic: p.topic, partition: p.partition }, 'lost the partition lease before committing; another member redelivers the batch');
       owned.delete(idOf(p.topic, p.partition));
       lastClaim = 0;
-      return true;
     }
-    p.position = next;
-    return true;
   };
+
+  /**
+   * How many partitions' batches are in handleBatch at once (ConsumeOptions.partitionsAtOnce, as the Kafka adapters):
+   * a live projection given them in one turn applies them in one transaction. One at a time on a database of one
+   * connection (PGlite), where a handler's transaction would hold the connection the others wait for.
+   */
+  const atOnce = db.oneConnection ? 1 : Math.max(1, o.partitionsAtOnce ?? 3);
 
   const round = async () => {
     const claimEvery = owned.size < total ? tuning.pollIntervalMs : tuning.leaseMs / 3;
@@ -185,19 +230,31 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
       sql`SELECT topic, partition, next_offset FROM bus_partitions WHERE topic IN (${topicList}) ORDER BY topic, partition`,
       partitionRow,
     );
-    let worked = false;
+    const ready: Owned[] = [];
     let nextRetry = Infinity;
     for (const e of ends) {
-      if (!running) return;
       const p = owned.get(idOf(e.topic, e.partition));
       if (!p || e.nextOffset <= p.position) continue;
-      if (p.retryAt > Date.now()) {
-        nextRetry = Math.min(nextRetry, p.retryAt);
-        continue;
-      }
-      if (await deliver(p)) worked = true;
+      if (p.retryAt > Date.now()) nextRetry = Math.min(nextRetry, p.retryAt);
+      else ready.push(p);
     }
-    if (!worked && running) await sleep(Math.min(tuning.pollIntervalMs, nextRetry - Date.now()));
+    const batches = ready.length > 0 && running ? await fetchBatches(ready) : new Map<string, BusRecord[]>();
+    const work = ready.flatMap((p) => {
+      const records = batches.get(idOf(p.topic, p.partition));
+      return records ? [{ p, records }] : [];
+    });
+    // atOnce handlers, each taking the next partition's batch when its own is handled; none is started once stopping.
+    const outcomes: Outcome[] = [];
+    let next = 0;
+    const runner = async () => {
+      while (running && next < work.length) {
+        const { p, records } = work[next++];
+        outcomes.push(await handle(p, records));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(atOnce, work.length) }, runner));
+    await commit(outcomes);
+    if (outcomes.length === 0 && running) await sleep(Math.min(tuning.pollIntervalMs, nextRetry - Date.now()));
   };
 
   const loop = (async () => {
