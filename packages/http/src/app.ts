@@ -5,7 +5,7 @@ import type { ErrorBody } from '@shopstream/contracts';
 import { isDatabaseUnavailable } from '@shopstream/db';
 import { counter, deadConsumers, histogram, metricsText, registry, tracingEnabled, type Logger } from '@shopstream/telemetry';
 import { serverSpan } from './serverSpan.js';
-import { ApiError, ClientGone, clientGone } from './errors.js';
+import { ApiError, ClientGone, clientGone, droppedError } from './errors.js';
 import { countIngestAnswer } from './answerRates.js';
 
 declare global {
@@ -180,7 +180,7 @@ export function sendError(res: ServerResponse, requestId: string, err: ApiError)
 export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
   // Its client is gone (the handler stopped on purpose, or failed for that reason): nothing to answer, and
   // requestContext has counted and logged it as 499.
-  if (err instanceof ClientGone || (clientGone(res) && (err instanceof ApiError || isDatabaseUnavailable(err)))) return;
+  if (err instanceof ClientGone || (clientGone(res) && (err instanceof ApiError || isDatabaseUnavailable(err)))) return droppedError(res, err);
   const requestId = req.id ?? randomUUID();
   if (err instanceof ApiError) return sendError(res, requestId, err);
   // body-parser's errors carry a `type` and a status.
@@ -208,6 +208,8 @@ export const errorHandler: ErrorRequestHandler = (err, req, res, _next) => {
     );
   }
   (req.log ?? console).error({ err }, 'unhandled error');
+  // Its client gone, the 500 reaches no one: the request is dropped as the ones above are.
+  if (clientGone(res)) droppedError(res, err);
   return sendError(res, requestId, new ApiError('internal_error', 'Something went wrong on our side. Quote the request id when you report it.'));
 };
 

@@ -63,3 +63,20 @@ export class ClientGone extends Error {
  * gave up, or went away). Not `req.destroyed`: a request is destroyed once its body is read.
  */
 export const clientGone = (res: { destroyed: boolean; writableFinished: boolean }): boolean => res.destroyed && !res.writableFinished;
+
+const ON_DROPPED = Symbol('onDropped');
+type Droppable = object & { [ON_DROPPED]?: (err: unknown) => void };
+
+/**
+ * Tells `fn` the error of a request the error handler drops unanswered because its client is gone (what it would
+ * have answered, the client cannot see): a rate limit gives back the tokens of a request that failed, as it does for
+ * a 5xx answered. Set once per response; a later call replaces it.
+ */
+export function onDroppedError(res: object, fn: (err: unknown) => void): void {
+  (res as Droppable)[ON_DROPPED] = fn;
+}
+
+/** Calls the response's onDroppedError hook, if any, with the error dropped. */
+export function droppedError(res: object, err: unknown): void {
+  (res as Droppable)[ON_DROPPED]?.(err);
+}

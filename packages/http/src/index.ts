@@ -1,4 +1,4 @@
-export { ApiError, ClientGone, clientGone, httpStatusOf } from './errors.js';
+export { ApiError, ClientGone, clientGone, httpStatusOf, onDroppedError } from './errors.js';
 export {
   createBaseApp,
   finishApp,

@@ -9,6 +9,7 @@ import {
   HeldAnswers,
   LeasedRateLimiter,
   mountRoutes,
+  onDroppedError,
   refusalAtOnce,
   requestIdOf,
   sendError,
@@ -64,10 +65,15 @@ async function charge(limiter: LeasedRateLimiter, req: Request, res: Response, c
   }
   LeasedRateLimiter.setHeaders(res, d);
   // A request that ends in a 5xx recorded nothing. One whose client left is dropped when it next asks `gone`
-  // (goneOf), which gives its tokens back then: its connection closed before that, so the close cannot tell.
+  // (goneOf), which gives its tokens back then: its connection closed before that, so the close cannot tell. One
+  // whose client left while it was recorded, and which then failed (the log or the database away: the 5xx it would
+  // have answered reaches no one), gives them back when the error handler drops it.
   (res as Abandoned)[REFUND] = d.refund;
   res.once('close', () => {
     if (res.writableFinished && res.statusCode >= 500) d.refund();
+  });
+  onDroppedError(res, (err) => {
+    if (!(err instanceof ApiError) || err.status >= 500) d.refund();
   });
   return true;
 }
