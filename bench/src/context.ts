@@ -181,6 +181,8 @@ export class Bench {
     spec: LoadSpec,
     watch: Record<string, Child | undefined> = {},
     onMessage?: (m: any) => void,
+    /** The database whose counters the phase reports (default this scenario's; the embedded mode's is its own). */
+    counters: () => Promise<Record<string, number>> = () => this.dbCounters(),
   ): Promise<{ result: LoadResult; cpu: CpuUse; database: Record<string, number> }> {
     const gen = spawnChild(`load-${spec.mode}`, 'loadProcess.ts');
     this.children.add(gen);
@@ -198,11 +200,11 @@ export class Bench {
         ...Object.fromEntries(Object.entries(watch).map(([k, c]) => [k, c?.pid])),
       };
       const meter = cpuMeter(pids);
-      const db0 = await this.dbCounters();
+      const db0 = await counters();
       const done = gen.next<{ result: LoadResult }>('result', spec.durationMs + spec.warmupMs + 120_000);
       await Promise.race([done, new Promise((r) => setTimeout(r, spec.durationMs))]);
       const cpu = meter.stop();
-      const db1 = await this.dbCounters();
+      const db1 = await counters();
       const result = (await done).result;
       const database = Object.fromEntries(Object.entries(db1).map(([k, v]) => [k, v - db0[k]]));
       return {
@@ -220,10 +222,10 @@ export class Bench {
    * This database's cumulative counters (pg_stat_database): transactions (every statement outside a
    * transaction is one), rows written and read. Postgres publishes them about once a second.
    */
-  async dbCounters(): Promise<Record<string, number>> {
-    const [r] = await this.db.query(sql`
+  async dbCounters(db: Db = this.db, databaseName: string = this.databaseName): Promise<Record<string, number>> {
+    const [r] = await db.query(sql`
       SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_fetched, blks_read, blks_hit
-      FROM pg_stat_database WHERE datname = ${this.databaseName}`);
+      FROM pg_stat_database WHERE datname = ${databaseName}`);
     return Object.fromEntries(Object.entries(r).map(([k, v]) => [k, Number(v)]));
   }
 

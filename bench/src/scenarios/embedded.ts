@@ -47,15 +47,12 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
       });
       let contacts = 0;
       const server = runningServer(dataDir);
-      if (engine === 'postgres' && server) {
-        // Returning customers, as in the distributed scenarios (PGlite admits no second process).
-        const db = connectPostgres({ url: `postgres://postgres@127.0.0.1:${server.port}/shopstream`, poolSize: 1 });
-        try {
-          contacts = await b.seedContacts(undefined, db);
-        } finally {
-          await db.close();
-        }
-      }
+      // The embedded server's own counters (transactions per request): PGlite admits no second process.
+      const embeddedDb =
+        engine === 'postgres' && server ? connectPostgres({ url: `postgres://postgres@127.0.0.1:${server.port}/shopstream`, poolSize: 1 }) : undefined;
+      const counters = embeddedDb ? () => b.dbCounters(embeddedDb, 'shopstream') : undefined;
+      // Returning customers, as in the distributed scenarios.
+      if (embeddedDb) contacts = await b.seedContacts(undefined, embeddedDb);
       const sat = await b.load(
         {
           mode: 'closed',
@@ -68,6 +65,8 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
           bulkSize: 1,
         },
         { server: child },
+        undefined,
+        counters,
       );
       const afterSaturation = CATCH_UP ? await consumersCaughtUp(baseUrl) : undefined;
       const fixed = await b.load(
@@ -82,6 +81,8 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
           maxConnections: 512,
         },
         { server: child },
+        undefined,
+        counters,
       );
       const afterFixed = CATCH_UP ? await consumersCaughtUp(baseUrl) : undefined;
       const bulk = await b.load(
@@ -96,8 +97,11 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
           bulkSize: 100,
         },
         { server: child },
+        undefined,
+        counters,
       );
       const rss = child.pid ? rssMiB(child.pid) : 0;
+      await embeddedDb?.close();
       await b.stopChild(child);
       phases[engine] = { contactsBefore: contacts, saturation: sat, afterSaturation, open500: fixed, afterFixed, bulk, rssMiBAfter: rss };
       single[engine] = sat.result.requestsPerSecond;
@@ -131,6 +135,17 @@ export async function embedded(b: Bench): Promise<ScenarioResult> {
         { measure: `${engine}: bulk request p99`, value: bulk.result.latencyMs.p99, unit: 'ms' },
         { measure: `${engine}: non-2xx answers`, value: errors(sat) + errors(fixed) + errors(bulk), unit: 'answers' },
         { measure: `${engine}: resident memory after the run`, value: rss, unit: 'MiB' },
+        ...(counters
+          ? [
+              { measure: `${engine}: database transactions per request (saturation)`, value: sat.database.transactionsPerRequest, unit: '' },
+              { measure: `${engine}: database transactions per request (@500/s)`, value: fixed.database.transactionsPerRequest, unit: '' },
+              {
+                measure: `${engine}: database transactions per event (bulk)`,
+                value: bulk.result.events ? Number((bulk.database.xact_commit / bulk.result.events).toFixed(3)) : 0,
+                unit: '',
+              },
+            ]
+          : []),
       );
     } finally {
       rmSync(dir, { recursive: true, force: true });
