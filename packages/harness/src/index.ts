@@ -169,26 +169,35 @@ export async function metricSum(baseUrl: string, name: string, labels: string[])
  * POSTs `body` to `baseUrl` + `route` and gives up on it while its contacts' look-up waits: the contacts table is
  * locked, the look-up is seen waiting on it in pg_stat_activity, the client destroys its socket, and the server
  * counts the request as 499; then the lock goes. The request (its events must carry a contact) goes on to find its
- * client gone. Resolves once the lock is released; what the request then does is the caller's to wait for.
+ * client gone; with `failLookup`, its look-up's connection is terminated first, so the request fails instead (as when
+ * the database goes away under it). Resolves once the lock is released; what the request then does is the caller's
+ * to wait for.
  */
-export async function giveUpDuringContactLookup(rt: Runtime, baseUrl: string, route: string, headers: Record<string, string>, body: unknown): Promise<void> {
+export async function giveUpDuringContactLookup(
+  rt: Runtime,
+  baseUrl: string,
+  route: string,
+  headers: Record<string, string>,
+  body: unknown,
+  opts: { failLookup?: boolean } = {},
+): Promise<void> {
   const closedBefore = await metricSum(baseUrl, 'shopstream_http_requests_total', [`route="${route}"`, 'status="499"']);
   const client = http.request(`${baseUrl}${route}`, { method: 'POST', headers });
   client.on('error', () => {}); // the socket destroyed below
+  const waiting = async () =>
+    (await rt.db.query(sql`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`)).map(
+      (r) => Number(r.pid),
+    );
   await rt.db.tx(async (tx) => {
     await tx.query(sql`LOCK TABLE contacts IN ACCESS EXCLUSIVE MODE`);
     client.end(JSON.stringify(body));
-    await waitFor(
-      async () =>
-        (await rt.db.query(sql`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%contacts%'`))
-          .length > 0,
-      { message: "the request's contact look-up waiting on the lock" },
-    );
+    await waitFor(async () => (await waiting()).length > 0, { message: "the request's contact look-up waiting on the lock" });
     // The client gives up while its request waits; the server sees the connection closed.
     client.destroy();
     await waitFor(async () => (await metricSum(baseUrl, 'shopstream_http_requests_total', [`route="${route}"`, 'status="499"'])) > closedBefore, {
       message: 'the request counted as 499',
     });
+    if (opts.failLookup) for (const pid of await waiting()) await tx.query(sql`SELECT pg_terminate_backend(${pid})`);
   });
 }
 
