@@ -101,7 +101,9 @@ export function spawnChild(name: string, entry: string, opts: SpawnOptions = {})
     async stop(timeoutMs = 30_000) {
       if (exited) return;
       if (opts.stopBySignal) child.kill('SIGTERM');
-      else if (child.connected) child.send({ type: 'stop' });
+      // A child that is exiting on its own may have closed its channel since `connected` was read: the send's EPIPE
+      // goes to the callback (without one it is an 'error' event, which would end the bench), and the exit is awaited.
+      else if (child.connected) child.send({ type: 'stop' }, () => {});
       const killer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
       await exitPromise;
       clearTimeout(killer);

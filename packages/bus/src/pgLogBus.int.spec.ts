@@ -111,6 +111,27 @@ describe.each(backends)('Postgres log on %s', (_name, open) => {
     ]);
   });
 
+  it('gathers records fewer than fetchMinRecords: three appends one after the other come as one batch', async () => {
+    // No wait ends it: the poll and fetchMaxWaitMs are ten minutes, so only the third record's arrival can.
+    const b = await newBus({ pollIntervalMs: 600_000, fetchMinRecords: 3, fetchMaxWaitMs: 600_000 });
+    const t = `${prefix}gather`;
+    await b.ensureTopics([{ topic: t, partitions: 1 }]);
+    const c = await collect(b, `g-${randomUUID()}`, t);
+    for (const value of ['a', 'b', 'c']) await b.publish(t, [{ key: 'k', value }]);
+    await waitFor(() => c.records().length === 3, { timeoutMs: 120_000, message: 'the three records' });
+    expect(c.batches.map((x) => x.records.map((r) => r.value.toString()))).toEqual([['a', 'b', 'c']]);
+  });
+
+  it('delivers records fewer than fetchMinRecords once the first of them waited fetchMaxWaitMs', async () => {
+    const b = await newBus({ pollIntervalMs: 600_000, fetchMinRecords: 100, fetchMaxWaitMs: 200 });
+    const t = `${prefix}gather-wait`;
+    await b.ensureTopics([{ topic: t, partitions: 1 }]);
+    const c = await collect(b, `g-${randomUUID()}`, t);
+    await b.publish(t, [{ key: 'k', value: 'alone' }]);
+    await waitFor(() => c.records().length === 1, { timeoutMs: 120_000, message: 'the record, after the wait' });
+    expect(c.batches.map((x) => x.records.map((r) => r.value.toString()))).toEqual([['alone']]);
+  });
+
   it('lets one member of a group hold a partition at a time; another takes over from the committed position', async () => {
     const t = `${prefix}members`;
     const g = `g-${randomUUID()}`;

@@ -116,6 +116,10 @@ export const envSchema = z.object({
   // quiet topic's latency per hop. At most 1 s: kafkajs's heartbeats wait behind a fetch on its connection.
   KAFKA_FETCH_MIN_BYTES: z.coerce.number().int().min(1).default(65_536),
   KAFKA_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(1).max(1_000).default(100),
+  // The Postgres-log bus (the embedded mode) the same way: a consumer takes its records once this many wait, or once the
+  // first of them waited PGLOG_FETCH_MAX_WAIT_MS (0: each append at once).
+  PGLOG_FETCH_MIN_RECORDS: z.coerce.number().int().min(1).default(100),
+  PGLOG_FETCH_MAX_WAIT_MS: z.coerce.number().int().min(0).max(1_000).default(100),
   // KAFKA_CLIENT=platformatic: how long a handled batch's position may wait to be committed with the other partitions'
   // in one OffsetCommit (one a second per consumer under load instead of one per batch); 0 commits each batch.
   KAFKA_COMMIT_INTERVAL_MS: z.coerce.number().int().min(0).max(10_000).default(1_000),

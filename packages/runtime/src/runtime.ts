@@ -134,7 +134,12 @@ export async function openRuntime(env: Env, name: string, options: RuntimeOption
       ? settings.client === 'platformatic'
         ? await createPlatformaticKafkaBus({ ...kafka, groupInstanceId: groupInstanceId(env, name), commitIntervalMs: env.KAFKA_COMMIT_INTERVAL_MS })
         : await createKafkaBus(kafka)
-      : await createPgLogBus({ db: untracedDb, logger });
+      : await createPgLogBus({
+          db: untracedDb,
+          logger,
+          fetchMinRecords: env.PGLOG_FETCH_MIN_RECORDS,
+          fetchMaxWaitMs: env.PGLOG_FETCH_MAX_WAIT_MS,
+        });
     opened = untraced;
     const bus = tracingEnabled() ? tracedBus(untraced) : untraced;
     const topics = topicNames(env.TOPIC_PREFIX);

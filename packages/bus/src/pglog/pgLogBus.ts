@@ -33,6 +33,13 @@ export interface PgLogBusOptions {
   /** Most records per batch. */
   batchSize?: number;
   /**
+   * A consumer takes its records once this many wait for it, or once the first of them waited fetchMaxWaitMs (as a
+   * Kafka fetch's fetch.min.bytes and fetch.max.wait.ms); defaults 100 records and 100 ms. fetchMaxWaitMs 0 takes
+   * each append at once.
+   */
+  fetchMinRecords?: number;
+  fetchMaxWaitMs?: number;
+  /**
    * How often records past their topic's retention are deleted (trimRecords.ts); 0 never, e.g. for a
    * short-lived command. Every process on the database may trim: deleting the same rows twice is harmless.
    */
@@ -78,6 +85,8 @@ export async function createPgLogBus(opts: PgLogBusOptions): Promise<Bus> {
     leaseMs: opts.leaseMs ?? 30_000,
     retryBackoffMs: opts.retryBackoffMs ?? 500,
     batchSize: opts.batchSize ?? 500,
+    fetchMinRecords: opts.fetchMinRecords ?? 100,
+    fetchMaxWaitMs: opts.fetchMaxWaitMs ?? 100,
   };
 
   // A topic's partition count never changes once created (ensureTopics leaves existing topics alone).

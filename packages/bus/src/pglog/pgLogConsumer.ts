@@ -7,7 +7,18 @@ export interface PgLogConsumerTuning {
   leaseMs: number;
   retryBackoffMs: number;
   batchSize: number;
+  /**
+   * A round that finds fewer records than this waiting (over the partitions it holds) waits for more, up to
+   * fetchMaxWaitMs after it first saw them, as a Kafka fetch waits for fetch.min.bytes: at moderate rates each
+   * group then takes a batch every fetchMaxWaitMs instead of one per append, each a round of queries.
+   */
+  fetchMinRecords: number;
+  /** The longest a record waits for fetchMinRecords (what a quiet topic adds to a hop's latency); 0: never waits. */
+  fetchMaxWaitMs: number;
 }
+
+/** While records gather for fetchMinRecords, the partitions' ends are read again at most this often (on an append). */
+const FETCH_RECHECK_MS = 25;
 
 export interface PgLogConsumerOptions {
   db: Db;
@@ -74,6 +85,9 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
   let running = true;
   let woken = false;
   let wakeSleep: (() => void) | null = null;
+  let stopSleep: (() => void) | null = null;
+  /** When the records waiting, fewer than fetchMinRecords, were first seen (undefined: none are waiting so). */
+  let gatheringSince: number | undefined;
 
   const wake = () => {
     woken = true;
@@ -83,16 +97,19 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     if (c.partitions.has(topic)) wake();
   });
 
-  const sleep = (ms: number) =>
+  /** Sleeps ms, or until stopped; until an append wakes the loop too, unless byAppends is false. */
+  const sleep = (ms: number, byAppends = true) =>
     new Promise<void>((resolve) => {
-      if (woken || !running) return resolve();
+      if ((byAppends && woken) || !running) return resolve();
       const t = setTimeout(done, Math.max(0, ms));
       function done() {
         clearTimeout(t);
         wakeSleep = null;
+        stopSleep = null;
         resolve();
       }
-      wakeSleep = done;
+      if (byAppends) wakeSleep = done;
+      stopSleep = done;
     });
 
   /** Takes every free (or expired, or own) lease of the group's partitions and renews the ones held. */
@@ -235,12 +252,30 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     );
     const ready: Owned[] = [];
     let nextRetry = Infinity;
+    let waiting = 0n;
     for (const e of ends) {
       const p = owned.get(idOf(e.topic, e.partition));
       if (!p || e.nextOffset <= p.position) continue;
       if (p.retryAt > Date.now()) nextRetry = Math.min(nextRetry, p.retryAt);
-      else ready.push(p);
+      else {
+        ready.push(p);
+        waiting += e.nextOffset - p.position;
+      }
     }
+    if (ready.length > 0 && running && waiting < BigInt(tuning.fetchMinRecords) && tuning.fetchMaxWaitMs > 0) {
+      const now = Date.now();
+      gatheringSince ??= now;
+      const left = gatheringSince + tuning.fetchMaxWaitMs - now;
+      if (left > 0) {
+        // Not woken by every append while they gather: the ends are read again at most every FETCH_RECHECK_MS, and
+        // only once something was appended (or at the wait's end).
+        const first = Math.min(left, FETCH_RECHECK_MS);
+        await sleep(first, false);
+        if (left > first) await sleep(left - first);
+        return;
+      }
+    }
+    gatheringSince = undefined;
     const batches = ready.length > 0 && running ? await fetchBatches(ready) : new Map<string, BusRecord[]>();
     const work = ready.flatMap((p) => {
       const records = batches.get(idOf(p.topic, p.partition));
@@ -291,6 +326,7 @@ export function startPgLogConsumer(c: PgLogConsumerOptions): { stop(): Promise<v
     async stop() {
       running = false;
       wake();
+      stopSleep?.();
       await loop.catch(() => {});
       try {
         await db.query(sql`UPDATE bus_group_offsets SET owner = NULL, lease_until = NULL WHERE group_id = ${o.groupId} AND owner = ${member}`);
