@@ -42,15 +42,17 @@ describe('the patched produce encoder', () => {
         expect([batch.magic, batch.partitionLeaderEpoch, batch.producerId, batch.producerEpoch]).toEqual([2, 3, 7n, 2]);
         expect(batch.records.map((r) => r.offsetDelta)).toEqual(given.map((_, i) => i));
         expect(batch.records.map((r) => batch.firstTimestamp + r.timestampDelta)).toEqual(given.map((m) => first + BigInt(m.delta)));
+        // A missing key, value or header value is written as null (length -1), an empty one as empty: both kept apart.
+        const bytesOf = (b: Buffer | null) => (b === null ? null : Buffer.from(b));
         const asRead = batch.records.map((r) => ({
-          key: r.key === null || r.key.length === 0 ? undefined : Buffer.from(r.key),
-          value: r.value === null || r.value.length === 0 ? undefined : Buffer.from(r.value),
-          headers: r.headers.map(([k, v]) => [Buffer.from(k ?? []), v === null || v.length === 0 ? undefined : Buffer.from(v)]),
+          key: bytesOf(r.key),
+          value: bytesOf(r.value),
+          headers: r.headers.map(([k, v]) => [bytesOf(k), bytesOf(v)]),
         }));
         const asGiven = given.map((m) => ({
-          key: m.key?.length ? m.key : undefined,
-          value: m.value?.length ? m.value : undefined,
-          headers: [...(m.headers ?? new Map<Buffer, Buffer | undefined>())].map(([k, v]) => [k, v?.length ? v : undefined]),
+          key: m.key ?? null,
+          value: m.value ?? null,
+          headers: [...(m.headers ?? new Map<Buffer, Buffer | undefined>())].map(([k, v]) => [k, v ?? null]),
         }));
         expect(asRead).toEqual(asGiven);
       }),
